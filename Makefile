@@ -1,0 +1,52 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Everything else is a step they take.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
+
+.PHONY: venv jars demo test test-unit lint fmt bench stack-up stack-down clean
+
+$(STAMP): requirements-dev.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@rm -f $(VENV)/.installed-*
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+venv: $(STAMP)  ## Python environment with every pinned dependency and the package (editable)
+
+jars: venv  ## fetch and verify the JVM jars of src/kafka_iceberg/jars.lock.toml into the cache
+	@$(BIN)/kafka-iceberg jars fetch > /dev/null
+	@$(BIN)/kafka-iceberg jars verify
+
+demo: jars  ## run the main job on the embedded local stack and show the result
+	$(BIN)/kafka-iceberg demo
+
+lint: venv  ## ruff and mypy (strict) on the package
+	$(BIN)/ruff check src tests benchmarks resources
+	$(BIN)/ruff format --check src tests benchmarks resources
+	$(BIN)/mypy
+
+fmt: venv
+	$(BIN)/ruff format src tests benchmarks resources
+	$(BIN)/ruff check --fix src tests benchmarks resources
+
+test: jars lint  ## the whole suite: unit and integration tests against the local stack
+	$(BIN)/pytest
+
+test-unit: jars  ## only the tests that need no local stack
+	$(BIN)/pytest -m "not integration"
+
+bench: jars  ## throughput, overhead, freshness and file layout against baselines (docs/benchmarks/)
+	$(PY) benchmarks/run.py
+
+stack-up: venv
+	$(BIN)/kafka-iceberg local up
+
+stack-down: venv
+	$(BIN)/kafka-iceberg local down
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

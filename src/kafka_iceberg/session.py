@@ -1,0 +1,101 @@
+"""The SparkSession every job, test, demo and benchmark runs on.
+
+On Databricks (or wherever a session is already active) the running session is reused and no
+jar is added: the cluster has the Iceberg runtime from the bundle's Maven libraries. Elsewhere a
+local session is built with the jars of ``jars.lock.toml``. Catalogs are attached to the session
+at run time with ``spark.conf.set`` because Spark loads catalogs lazily, on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafka_iceberg import jars
+from kafka_iceberg.catalogs import RenderedCatalog
+from kafka_iceberg.refs import Resolver
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+MASTER_ENV = "KAFKA_ICEBERG_SPARK_MASTER"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+DRIVER_MEMORY_ENV = "KAFKA_ICEBERG_DRIVER_MEMORY"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+# Spark masks conf values whose key matches this in its UI, logs and event logs; we add
+# "credential" (OAuth2 client credentials of REST catalogs) to Spark's default pattern.
+REDACTION_REGEX = "(?i)secret|password|token|access[.]key|credential|sas-token|account.key"
+
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.sql.extensions": ICEBERG_EXTENSIONS,
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.sql.catalogImplementation": "in-memory",
+    "spark.redaction.regex": REDACTION_REGEX,
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def on_databricks() -> bool:
+    """True inside a Databricks runtime."""
+    return "DATABRICKS_RUNTIME_VERSION" in os.environ
+
+
+def get_spark(
+    *, app_name: str = "kafka-iceberg", conf: Mapping[str, str] | None = None, jvm_options: Iterable[str] = ()
+) -> SparkSession:
+    """Return the active session, or build a local one with the Iceberg runtime.
+
+    Args:
+        app_name: Spark application name of a new local session.
+        conf: extra settings for a new local session (ignored when a session already runs).
+        jvm_options: extra driver JVM options for a new local session.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if on_databricks():
+        return SparkSession.builder.getOrCreate()
+    runtime = jars.resolve_local()
+    # Keep Spark on loopback and quiet; Debian's sqlite-jdbc loads its JNI library from the cache.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    options = [
+        f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+        f"-Dorg.sqlite.lib.path={runtime.native_dir}",
+        "-Dorg.sqlite.lib.name=libsqlitejdbc.so",
+        *jvm_options,
+    ]
+    builder = (
+        SparkSession.builder.master(os.environ.get(MASTER_ENV, "local[2]"))
+        .appName(app_name)
+        .config("spark.jars", ",".join(str(p) for p in runtime.jars))
+        .config("spark.driver.extraJavaOptions", " ".join(options))
+        .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, "2g"))
+    )
+    for key, value in {**LOCAL_DEFAULTS, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def attach_catalogs(spark: SparkSession, catalogs: Iterable[RenderedCatalog], resolver: Resolver) -> None:
+    """Resolve each catalog's settings and set them on the running session."""
+    for catalog in catalogs:
+        for key, raw in catalog.conf.items():
+            value = resolver.value(raw)
+            if spark.conf.get(key, None) != value:
+                spark.conf.set(key, value)
+        log.debug("catalog %s attached", catalog.name)

@@ -1,0 +1,229 @@
+"""Pipeline files in three steps: find, read (the only step touching the file), parse (pure).
+
+:func:`parse_pipeline` turns a dict into a :class:`~kafka_iceberg.spec.model.Pipeline` and reports
+every problem of the file at once: pydantic's per-key errors plus the checks that span several
+keys (upsert without ``key_fields``, ``mode: default`` with csv, a partition transform on a
+column that does not exist, ...).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kafka_iceberg.config import parse_model, read_yaml
+from kafka_iceberg.errors import ConfigError, Problem
+from kafka_iceberg.spec.columns import FIXED_COLUMNS, payload_columns, table_columns
+from kafka_iceberg.spec.model import Pipeline, SourceLocation, TableSpec
+from kafka_iceberg.spec.partitioning import check_against_columns
+
+PIPELINES_DIR = "pipelines"
+
+
+def find_pipeline_files(path: Path) -> list[Path]:
+    """A pipeline file itself, or every ``*.yml`` in a directory (or in its ``pipelines/``)."""
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        directory = path / PIPELINES_DIR if (path / PIPELINES_DIR).is_dir() else path
+        return sorted([*directory.glob("*.yml"), *directory.glob("*.yaml")])
+    raise ConfigError.one(str(path), "--pipeline", str(path), "an existing pipeline file or directory", "NO_SUCH_FILE")
+
+
+def read_pipeline_file(path: Path) -> Any:
+    """Read the YAML of one pipeline file."""
+    return read_yaml(path)
+
+
+def parse_pipeline(data: Any, *, file: str, base_dir: Path | None = None) -> Pipeline:
+    """Pure step: dict → Pipeline, validating every table and reporting all problems together.
+
+    Raises:
+        ConfigError: one Problem per mistake, each naming file, key path, value and what is allowed.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError.one(file, "", data, "a mapping with keys pipeline and tables", "WRONG_TYPE")
+    problems: list[Problem] = []
+    raw_tables = data.get("tables", [])
+    head = {k: v for k, v in data.items() if k != "tables"}
+    pipeline: Pipeline | None = None
+    try:
+        pipeline = parse_model(Pipeline, {**head, "source_file": file}, file=file)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    tables: list[TableSpec] = []
+    if not isinstance(raw_tables, list):
+        problems.append(Problem(file, "tables", raw_tables, "a list of table specs", "WRONG_TYPE"))
+        raw_tables = []
+    for i, raw in enumerate(raw_tables):
+        try:
+            table = parse_model(TableSpec, raw, file=file, prefix=("tables", i))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        if table.defined_at is None:
+            table = table.model_copy(update={"defined_at": SourceLocation(file=file)})
+        tables.append(table)
+        problems.extend(table_problems(table, file=file, key=f"tables[{i}]", base_dir=base_dir))
+    problems.extend(_duplicate_problems(tables, file))
+    if problems or pipeline is None:
+        raise ConfigError(problems)
+    return pipeline.model_copy(update={"tables": tables})
+
+
+def _duplicate_problems(tables: list[TableSpec], file: str) -> list[Problem]:
+    seen: dict[tuple[str | None, str], int] = {}
+    out = []
+    for i, t in enumerate(tables):
+        key = (t.catalog, t.identifier)
+        if key in seen:
+            out.append(
+                Problem(
+                    file,
+                    f"tables[{i}].name",
+                    t.name,
+                    f"a table not already declared (tables[{seen[key]}])",
+                    "DUPLICATE_TABLE",
+                )
+            )
+        seen.setdefault(key, i)
+    return out
+
+
+def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | None) -> list[Problem]:
+    """Checks spanning several keys of one table spec."""
+    out: list[Problem] = []
+
+    def add(path: str, value: Any, expected: str, code: str = "IMPOSSIBLE_COMBINATION") -> None:
+        out.append(Problem(file, f"{key}.{path}", value, expected, code))
+
+    src, fmt = table.source, table.source.format
+    if src.mode == "default" and fmt not in ("text", "binary"):
+        add(
+            "source.mode",
+            src.mode,
+            f"key or value (mode default writes key and value, which only text and binary do; format is {fmt})",
+        )
+    if src.csv is not None and fmt != "csv":
+        add("source.csv", "csv layout", f"no csv layout unless source.format is csv (format is {fmt})")
+    if table.schema_ is not None and fmt in ("text", "json", "binary"):
+        add("schema", "schema", f"no schema for format {fmt}: its columns are fixed (key, value)")
+    if fmt == "csv" and table.schema_ is None:
+        add("schema", None, "schema.columns (or json_schema) naming the CSV columns and their types", "MISSING_KEY")
+    if fmt == "flatten" and table.schema_ is None and table.schema_evolution == "strict":
+        add(
+            "schema_evolution",
+            "strict",
+            "add_columns or full, or a declared schema (strict needs columns to compare against)",
+        )
+    if table.commit_mode == "upsert" and not table.key_fields:
+        add("key_fields", [], "a non-empty list of columns when commit_mode is upsert", "MISSING_KEY")
+    if table.errors.quarantine_table == table.identifier:
+        add("errors.quarantine_table", table.errors.quarantine_table, "a table other than the target itself")
+    if src.topics and table.errors.error_topic in src.topics:
+        add("errors.error_topic", table.errors.error_topic, "a topic the table does not read (it would loop)")
+    for name, exp in table.expectations.items():
+        if exp.on_violation == "quarantine" and not table.errors.quarantine_table:
+            add(
+                f"expectations.{name}.on_violation",
+                "quarantine",
+                "errors.quarantine_table to be set for on_violation quarantine",
+            )
+
+    try:
+        payload = payload_columns(table, base_dir)
+    except (OSError, ValueError) as exc:
+        add(
+            "schema.json_schema",
+            table.schema_.json_schema if table.schema_ else None,
+            f"a readable JSON Schema of an object ({exc})",
+            "BAD_JSON_SCHEMA",
+        )
+        return out
+    if payload is None:
+        return out
+    for name in payload:
+        if name in FIXED_COLUMNS and fmt in ("csv", "flatten"):
+            add(
+                f"schema.columns.{name}",
+                name,
+                f"a column name other than {', '.join(FIXED_COLUMNS)} (set by kafka-iceberg)",
+                "RESERVED_COLUMN",
+            )
+    if src.csv and src.csv.columns:
+        for j, col in enumerate(src.csv.columns):
+            if col not in payload:
+                add(
+                    f"source.csv.columns[{j}]",
+                    col,
+                    f"one of the schema columns ({', '.join(payload)})",
+                    "UNKNOWN_COLUMN",
+                )
+    columns = table_columns(table, payload)
+    for j, col in enumerate(table.key_fields):
+        if col not in columns:
+            add(f"key_fields[{j}]", col, f"one of the table's columns ({', '.join(columns)})", "UNKNOWN_COLUMN")
+    if table.sequence_field and table.sequence_field not in columns:
+        add(
+            "sequence_field",
+            table.sequence_field,
+            f"one of the table's columns ({', '.join(columns)})",
+            "UNKNOWN_COLUMN",
+        )
+    for j, pf in enumerate(table.partition_fields):
+        why = check_against_columns(pf, columns)
+        if why:
+            add(f"partitioning[{j}]", table.partitioning[j], why, "BAD_PARTITION")
+    for j, entry in enumerate(table.write.sort_order):
+        col = entry.split()[0] if entry.split() else entry
+        if col not in columns:
+            add(
+                f"write.sort_order[{j}]",
+                entry,
+                f"'<column> [ASC|DESC]' with a column of the table ({', '.join(columns)})",
+                "UNKNOWN_COLUMN",
+            )
+    if table.transform and ":" in table.transform and not table.transform.split(":")[0].endswith(".py"):
+        module = table.transform.split(":")[0]
+        if importlib.util.find_spec(module.split(".")[0]) is None:
+            add("transform", table.transform, "module:function of an importable module", "UNKNOWN_TRANSFORM")
+    return out
+
+
+def load_pipeline(path: Path) -> Pipeline:
+    """Find, read and parse one pipeline file, then register tables from its ``definitions``.
+
+    Raises:
+        ConfigError: the file or any table in it (YAML or Python) is invalid.
+    """
+    from kafka_iceberg.api import load_definitions
+
+    data = read_pipeline_file(path)
+    pipeline = parse_pipeline(data, file=str(path), base_dir=path.parent)
+    if not pipeline.definitions:
+        return pipeline
+    extra = load_definitions(pipeline, base_dir=path.parent)
+    problems: list[Problem] = []
+    for table in extra:
+        where = table.defined_at.file if table.defined_at else str(path)
+        problems.extend(table_problems(table, file=where, key=f"table {table.identifier}", base_dir=path.parent))
+    tables = [*pipeline.tables, *extra]
+    problems.extend(_duplicate_problems(tables, str(path)))
+    if problems:
+        raise ConfigError(problems)
+    return pipeline.model_copy(update={"tables": tables})
+
+
+def load_pipelines(path: Path) -> list[Pipeline]:
+    """Load every pipeline file at ``path``, reporting the problems of all files together."""
+    pipelines, errors = [], []
+    for file in find_pipeline_files(path):
+        try:
+            pipelines.append(load_pipeline(file))
+        except ConfigError as exc:
+            errors.append(exc)
+    if errors:
+        raise ConfigError.merge(errors)
+    return pipelines

@@ -1,0 +1,114 @@
+"""The local stack starts on loopback, answers, is idempotent, and never outlives its owner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kafka_iceberg.local import processes
+from kafka_iceberg.local.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+
+def _listening_addresses(pid: int) -> set[str]:
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[3].rsplit(":", 1)[0] for line in out.splitlines() if f"pid={pid}," in line}
+
+
+def test_status_json_has_the_documented_shape(stack, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "kafka_iceberg.cli.main", "local", "status", "--json"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "KAFKA_ICEBERG_RUN_DIR": stack.run_dir},
+    )  # fmt: skip
+    status = json.loads(out.stdout)
+    assert status["running"] is True
+    assert status["kafka"]["bootstrap"] == stack.kafka_bootstrap
+    assert status["s3"]["endpoint"].startswith("http://127.0.0.1:")
+    assert set(status["s3"]) == {"endpoint", "region", "access_key_id", "secret_access_key", "bucket"}
+    assert status["catalog"] == {"type": "rest", "uri": stack.catalog_uri, "warehouse": "s3://warehouse"}
+    assert status["run_dir"] == stack.run_dir
+    assert status["health"] == {"seaweedfs": True, "kafka": True}
+
+
+def test_every_server_binds_loopback_only(stack):
+    for svc in stack.services.values():
+        addresses = _listening_addresses(svc.pid)
+        assert addresses, f"{svc.name} listens nowhere"
+        assert addresses == {"127.0.0.1"}, f"{svc.name} listens on {addresses}"
+
+
+def test_up_is_idempotent_and_down_stops_by_pid(tmp_path):
+    stack = LocalStack(tmp_path, services=("kafka",))
+    first = stack.up(owned=True)
+    second = stack.up(owned=True)
+    assert second.services["kafka"].pid == first.services["kafka"].pid
+    stack.down()
+    assert not processes.is_ours(first.services["kafka"].pid, first.services["kafka"].executable)
+    assert stack.status() == {"running": False, "run_dir": str(tmp_path)}
+
+
+def test_up_replaces_a_half_dead_stack(tmp_path):
+    stack = LocalStack(tmp_path, services=("kafka",))
+    first = stack.up(owned=True)
+    os.kill(first.services["kafka"].pid, signal.SIGKILL)
+    processes.wait_until(lambda: not processes.is_ours(first.services["kafka"].pid, "tansu"), timeout=5)
+    second = stack.up(owned=True)
+    assert second.services["kafka"].pid != first.services["kafka"].pid
+    assert stack.status()["running"] is True
+    stack.down()
+
+
+_OWNER = """
+import json, sys
+from pathlib import Path
+from kafka_iceberg.local.stack import LocalStack
+state = LocalStack(Path(sys.argv[1])).up(owned=True)
+print(json.dumps({n: [s.pid, s.executable] for n, s in state.services.items()}), flush=True)
+sys.stdin.read()  # wait to be killed
+"""
+
+
+def test_servers_die_when_their_owner_is_killed(tmp_path):
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    pids = json.loads(owner.stdout.readline())
+    assert all(processes.is_ours(pid, exe) for pid, exe in pids.values())
+    owner.send_signal(signal.SIGKILL)  # a crashed test session: no cleanup code runs
+    owner.wait(10)
+    gone = processes.wait_until(lambda: not any(processes.is_ours(p, e) for p, e in pids.values()), timeout=10)
+    assert gone, f"servers outlived their owner: {pids}"
+
+
+def test_cli_up_detaches_and_down_stops(tmp_path):
+    env = {**os.environ, "KAFKA_ICEBERG_RUN_DIR": str(tmp_path)}
+    cli = [sys.executable, "-m", "kafka_iceberg.cli.main", "local"]
+    up = subprocess.run([*cli, "up"], capture_output=True, text=True, env=env, check=True)
+    assert "local stack up" in up.stdout
+    state = LocalStack(tmp_path).read_state()
+    assert state is not None and not state.owned
+    # The servers outlived the CLI process that started them.
+    assert all(processes.is_ours(s.pid, s.executable) for s in state.services.values())
+    subprocess.run([*cli, "down"], capture_output=True, text=True, env=env, check=True)
+    assert not any(processes.is_ours(s.pid, s.executable) for s in state.services.values())
+    status = subprocess.run([*cli, "status"], capture_output=True, text=True, env=env, check=False)
+    assert status.returncode == 1 and "not running" in status.stdout
+
+
+def test_a_server_that_never_answers_fails_with_its_log(tmp_path, monkeypatch):
+    from kafka_iceberg.errors import StackError
+    from kafka_iceberg.local import stack as stack_module
+
+    monkeypatch.setattr(stack_module, "_kafka_ok", lambda bootstrap: False)
+    with pytest.raises(StackError, match="kafka did not answer"):
+        LocalStack(tmp_path, services=("kafka",)).up(owned=True, timeout=1)
+    assert not (tmp_path / "stack.json").exists()
+    time.sleep(0.1)
