@@ -81,10 +81,12 @@ def _active_registry(name: str) -> Registry:
     registry = _active.get()
     if registry is None:
         raise ConfigError.one(
-            "<python>", f"@table {name}", name,
+            "<python>",
+            f"@table {name}",
+            name,
             "a table declared in a file listed under a pipeline's definitions: (no pipeline is loading)",
             "TABLE_DEFINED_OUTSIDE_OF_PIPELINE",
-        )  # fmt: skip
+        )
     return registry
 
 
@@ -130,9 +132,12 @@ def _expect(action: str) -> Callable[[str, str], Callable[[F], F]]:
         def wrap(fn: F) -> F:
             if hasattr(fn, _TABLE_ATTR):
                 raise ConfigError.one(
-                    _location(fn).file, f"@expect {name}", name,
-                    "expectation decorators below @table (they are applied first)", "DECORATOR_ORDER",
-                )  # fmt: skip
+                    _location(fn).file,
+                    f"@expect {name}",
+                    name,
+                    "expectation decorators below @table (they are applied first)",
+                    "DECORATOR_ORDER",
+                )
             existing = list(getattr(fn, _EXPECTATIONS_ATTR, []))
             existing.append((name, Expectation(expr=expr, on_violation=action)))
             setattr(fn, _EXPECTATIONS_ATTR, existing)

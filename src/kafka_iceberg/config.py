@@ -181,5 +181,8 @@ def read_yaml(path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError.one(str(path), where, MISSING, "valid YAML", "YAML_SYNTAX", hint=str(problem)) from None
+        problem = str(getattr(exc, "problem", None) or exc)
+        line = text.splitlines()[mark.line] if mark and mark.line < len(text.splitlines()) else ""
+        if "${" in line and "{" in line.split("${")[0]:
+            problem += "; quote ${...} references inside {...} flow mappings"
+        raise ConfigError.one(str(path), where, MISSING, "valid YAML", "YAML_SYNTAX", hint=problem) from None

@@ -29,8 +29,10 @@ def run_demo(say: Callable[[str], None], stack_dir: Path | None = None) -> list[
     stack = LocalStack(stack_dir or run_dir() / "demo")
     t0 = time.monotonic()
     state = stack.up(owned=True)
-    say(f"local stack up in {time.monotonic() - t0:.1f}s: kafka {state.kafka_bootstrap}, "
-        f"s3 {state.s3_endpoint}, catalog {state.catalog_uri}")  # fmt: skip
+    say(
+        f"local stack up in {time.monotonic() - t0:.1f}s: kafka {state.kafka_bootstrap}, "
+        f"s3 {state.s3_endpoint}, catalog {state.catalog_uri}"
+    )
     try:
         spark = get_spark(app_name="kafka-iceberg-demo")
         attach_catalogs(

@@ -40,8 +40,10 @@ def test_bundle_file_matches_the_bundle_schema(path):
     assert SCHEMA.exists(), f"bundle JSON schema expected at {SCHEMA} (../shared beside the repository)"
     result = subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--schemafile", str(SCHEMA), str(path)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -120,8 +122,10 @@ def test_workflows_pass_schema_and_security_lint():
     assert workflows
     schema = subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, workflows)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert schema.returncode == 0, schema.stdout + schema.stderr
     zizmor = Path(sys.executable).parent / "zizmor"
     audit = subprocess.run(

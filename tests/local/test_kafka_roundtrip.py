@@ -16,10 +16,12 @@ def test_keys_headers_and_partitions_survive_a_round_trip(stack):
     create_topic(stack.kafka_bootstrap, topic, partitions=3)
     for p in range(3):
         produce(
-            stack.kafka_bootstrap, topic,
+            stack.kafka_bootstrap,
+            topic,
             [(f"k{p}-{i}", f"v{p}-{i}") for i in range(4)] + [(f"k{p}-gone", None)],
-            partition=p, headers=[("source", f"p{p}".encode()), ("trace", b"\x00\x01")],
-        )  # fmt: skip
+            partition=p,
+            headers=[("source", f"p{p}".encode()), ("trace", b"\x00\x01")],
+        )
     got = consume_all(stack.kafka_bootstrap, topic)
     assert len(got) == 15
     assert {m.partition for m in got} == {0, 1, 2}

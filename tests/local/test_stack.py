@@ -25,9 +25,11 @@ def _listening_addresses(pid: int) -> set[str]:
 def test_status_json_has_the_documented_shape(stack, tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "kafka_iceberg.cli.main", "local", "status", "--json"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "KAFKA_ICEBERG_RUN_DIR": stack.run_dir},
-    )  # fmt: skip
+    )
     status = json.loads(out.stdout)
     assert status["running"] is True
     assert status["kafka"]["bootstrap"] == stack.kafka_bootstrap

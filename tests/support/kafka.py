@@ -80,10 +80,15 @@ def consume_all(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[Me
                 continue
             out.append(
                 Message(
-                    msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
-                    tuple(msg.headers() or ()), msg.timestamp()[1],
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    tuple(msg.headers() or ()),
+                    msg.timestamp()[1],
                 )
-            )  # fmt: skip
+            )
             if msg.offset() + 1 >= ends[msg.partition()]:
                 remaining.discard(msg.partition())
         return sorted(out, key=lambda m: (m.partition, m.offset))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,11 +59,43 @@ def _cmd_jars(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from kafka_iceberg.errors import ConfigError
+    from kafka_iceberg.project import validate_project
+
+    started = time.monotonic()
+    report = validate_project(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
+    if report.problems:
+        raise ConfigError(report.problems)
+    envs = ", ".join(e.name + ("*" if e.name == args.env else "") for e in report.environments)
+    emit(
+        f"valid: {len(report.pipelines)} pipeline file(s), {report.tables} table(s), "
+        f"environments {envs}, {len(report.bundle_files)} bundle file(s) "
+        f"({time.monotonic() - started:.2f}s)"
+    )
+    return EXIT_OK
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kafka_iceberg.demo import run_demo
 
     rows = run_demo(emit, Path(args.run_dir) if args.run_dir else None)
     return EXIT_OK if rows else EXIT_FAILED
+
+
+def _pipeline_args(parser: argparse.ArgumentParser, *, pipeline_default: str | None = "pipelines") -> None:
+    from kafka_iceberg.project import default_env_name
+
+    parser.add_argument(
+        "--pipeline",
+        default=pipeline_default,
+        required=pipeline_default is None,
+        help="a pipeline file or a directory of them (default: pipelines/)",
+    )
+    parser.add_argument(
+        "--env", default=default_env_name(), help="environment name (default $KAFKA_ICEBERG_ENV or local)"
+    )
+    parser.add_argument("--catalog", help="catalog profile overriding the tables' own")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     jar = sub.add_parser("jars", help="JVM jars of jars.lock.toml")
     jar.add_argument("action", choices=["fetch", "verify", "list"])
     jar.set_defaults(handler=_cmd_jars)
+
+    validate = sub.add_parser("validate", help="check pipelines, environments and bundle files (no JVM)")
+    _pipeline_args(validate)
+    validate.set_defaults(handler=_cmd_validate)
 
     demo = sub.add_parser("demo", help="start the stack, write and read back a table, stop the stack")
     demo.add_argument("--run-dir", help="state directory for the demo's stack")

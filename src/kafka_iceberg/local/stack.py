@@ -243,12 +243,22 @@ class LocalStack:
         if self.s3_credentials:
             env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = self.s3_credentials
         cmd = [
-            exe, "mini", f"-dir={data}",
-            "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
-            f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}",
-            f"-s3.port={s3}", f"-s3.port.iceberg={iceberg}", "-s3.port.lance=0",
-            "-webdav=false", "-admin.ui=false", f"-tableBucket={TABLE_BUCKET}",
-        ]  # fmt: skip
+            exe,
+            "mini",
+            f"-dir={data}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-master.telemetry=false",
+            f"-master.port={master}",
+            f"-volume.port={volume}",
+            f"-filer.port={filer}",
+            f"-s3.port={s3}",
+            f"-s3.port.iceberg={iceberg}",
+            "-s3.port.lance=0",
+            "-webdav=false",
+            "-admin.ui=false",
+            f"-tableBucket={TABLE_BUCKET}",
+        ]
         log = self.run_dir / "logs" / "seaweedfs.log"
         proc = processes.spawn(cmd, log=log, env=env, owned=owned, cwd=self.run_dir)
         ports = {"master": master, "volume": volume, "filer": filer, "s3": s3, "iceberg": iceberg}
@@ -258,8 +268,16 @@ class LocalStack:
         exe = tansu_binary()
         (port,) = processes.free_port_block(1)
         url = f"tcp://127.0.0.1:{port}"
-        cmd = [exe, "broker", "--listener-url", url, "--advertised-listener-url", url,
-               "--storage-engine", "memory://tansu/"]  # fmt: skip
+        cmd = [
+            exe,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OTEL_"))}
         log = self.run_dir / "logs" / "tansu.log"
         proc = processes.spawn(cmd, log=log, env=env, owned=owned, cwd=self.run_dir)

@@ -62,6 +62,7 @@ def parse_pipeline(data: Any, *, file: str, base_dir: Path | None = None) -> Pip
             table = parse_model(TableSpec, raw, file=file, prefix=("tables", i))
         except ConfigError as exc:
             problems.extend(exc.problems)
+            problems.extend(_problems_beside(exc, raw, file=file, index=i, base_dir=base_dir))
             continue
         if table.defined_at is None:
             table = table.model_copy(update={"defined_at": SourceLocation(file=file)})
@@ -71,6 +72,42 @@ def parse_pipeline(data: Any, *, file: str, base_dir: Path | None = None) -> Pip
     if problems or pipeline is None:
         raise ConfigError(problems)
     return pipeline.model_copy(update={"tables": tables})
+
+
+def _problems_beside(exc: ConfigError, raw: Any, *, file: str, index: int, base_dir: Path | None) -> list[Problem]:
+    """Cross-key problems of a table that also has per-key problems.
+
+    The keys already reported are dropped (falling back to their defaults) and the rest is
+    checked, so one run reports every mistake instead of one layer per run.
+    """
+    if not isinstance(raw, Mapping):
+        return []
+    prefix = f"tables[{index}]."
+    reported = [p.key_path.removeprefix(prefix) for p in exc.problems if p.key_path.startswith(prefix)]
+    pruned = _without(raw, reported)
+    try:
+        table = TableSpec.model_validate(pruned)
+    except ValueError:
+        return []
+    found = table_problems(table, file=file, key=f"tables[{index}]", base_dir=base_dir)
+    # Defaults standing in for the dropped keys may trip cross-key checks of their own: keep only the others.
+    return [
+        p for p in found if not any(p.key_path.startswith(prefix + r.split("[")[0].split(".")[0]) for r in reported)
+    ]
+
+
+def _without(data: Mapping[str, Any], dotted_paths: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in data.items()}
+    for path in dotted_paths:
+        parts = path.split("[")[0].split(".")
+        node: Any = out
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if isinstance(node, dict):
+            node.pop(parts[-1], None)
+    return out
 
 
 def _duplicate_problems(tables: list[TableSpec], file: str) -> list[Problem]:

@@ -14,8 +14,12 @@ ALLOWED = "a column name, bucket(N, col), truncate(W, col), years(col), months(c
 _SINGULAR = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
 _CALL = re.compile(r"^(?P<fn>[a-z_]+)\s*\(\s*(?P<args>[^()]*)\)$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TIME_TYPES = {"years": ("date", "timestamp", "timestamp_ntz"), "months": ("date", "timestamp", "timestamp_ntz"),
-               "days": ("date", "timestamp", "timestamp_ntz"), "hours": ("timestamp", "timestamp_ntz")}  # fmt: skip
+_TIME_TYPES = {
+    "years": ("date", "timestamp", "timestamp_ntz"),
+    "months": ("date", "timestamp", "timestamp_ntz"),
+    "days": ("date", "timestamp", "timestamp_ntz"),
+    "hours": ("timestamp", "timestamp_ntz"),
+}
 _NOT_BUCKETABLE = ("float", "double", "boolean")
 _TRUNCATABLE = ("string", "int", "long", "binary")
 

@@ -1,0 +1,94 @@
+"""`kafka-iceberg validate`: a catalogue of broken specs, each rejected with an actionable message,
+exit code 2 and no stack trace; valid projects pass without a JVM."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafka_iceberg.project import validate_project
+
+REPO = Path(__file__).resolve().parents[2]
+BROKEN = REPO / "fixtures" / "broken"
+CLI = [sys.executable, "-m", "kafka_iceberg.cli.main"]
+
+
+@pytest.mark.parametrize(
+    ("name", "key_path", "code", "message_part"),
+    [
+        ("unknown_key.yml", "tables[0].comit_mode", "UNKNOWN_KEY", "commit_mode"),
+        ("wrong_type.yml", "tables[0].source.max_records_per_batch", "WRONG_TYPE", "an integer"),
+        ("upsert_without_keys.yml", "tables[0].key_fields", "MISSING_KEY", "commit_mode is upsert"),
+        ("bad_partition.yml", "tables[0].partitioning", "INVALID_VALUE", "bucket(N, col) with N a positive integer"),
+        ("hyphenated_name.yml", "tables[0].name", "INVALID_VALUE", "reject '-'"),
+        ("unknown_catalog.yml", "tables[0].catalog", "UNKNOWN_CATALOG", "lake"),
+    ],
+)
+def test_broken_spec_is_rejected_with_file_key_value_and_allowed(name, key_path, code, message_part):
+    report = validate_project(BROKEN / name, env_name="local", check_bundle=False)
+    matching = [p for p in report.problems if p.key_path == key_path]
+    assert matching, [str(p) for p in report.problems]
+    problem = matching[0]
+    assert problem.code == code
+    assert problem.file.endswith(name) or problem.file.endswith("broken/" + name)
+    assert message_part in problem.expected
+
+    result = subprocess.run([*CLI, "validate", "--pipeline", str(BROKEN / name)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"{name}: {key_path}: got " in result.stderr
+
+
+def test_missing_environment_variable_is_named(monkeypatch):
+    monkeypatch.delenv("KI_TEST_BOOTSTRAP", raising=False)
+    monkeypatch.setenv("KI_TEST_WAREHOUSE", "/tmp/wh")
+    report = validate_project(REPO / "fixtures" / "needs_env" / "pipelines", env_name="qa", check_bundle=False)
+    (problem,) = report.problems
+    assert problem.code == "UNSET_ENV_VAR"
+    assert problem.key_path == "kafka.bootstrap_servers"
+    assert "KI_TEST_BOOTSTRAP" in problem.expected
+    monkeypatch.setenv("KI_TEST_BOOTSTRAP", "b:9092")
+    assert validate_project(REPO / "fixtures" / "needs_env" / "pipelines", env_name="qa").problems == []
+
+
+def test_unknown_environment_lists_the_known_ones():
+    report = validate_project(REPO / "pipelines", env_name="qa")
+    (problem,) = [p for p in report.problems if p.key_path == "--env"]
+    assert "local" in problem.expected and "prod" in problem.expected
+
+
+def test_shipped_project_is_valid_and_validate_starts_no_jvm():
+    code = (
+        "import sys\n"
+        "from kafka_iceberg.cli.main import main\n"
+        "rc = main(['validate', '--pipeline', 'pipelines'])\n"
+        "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, 'validate imported Spark'\n"
+        "sys.exit(rc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "valid: 1 pipeline file(s), 5 table(s)" in result.stdout
+    assert "10 bundle file(s)" in result.stdout
+
+
+def test_every_example_pipeline_validates():
+    report = validate_project(REPO / "fixtures" / "pipelines", env_name="local", check_bundle=False)
+    assert report.problems == []
+    assert {t.source.format for p in report.pipelines for t in p.tables} == {"text", "csv", "json", "flatten", "binary"}
+
+
+def test_bundle_problems_are_reported(tmp_path):
+    import shutil
+
+    for item in ("databricks.yml", "resources", "pipelines", "environments"):
+        src = REPO / item
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / item)
+    job = tmp_path / "resources" / "ingest_json_lake.job.yml"
+    job.write_text(job.read_text().replace("ingest-json", "ingest-jsonn").replace("- lake", "- lakehouse"))
+    report = validate_project(tmp_path / "pipelines", env_name="local")
+    codes = {p.code for p in report.problems}
+    assert {"UNKNOWN_ENTRY_POINT", "UNKNOWN_CATALOG"} <= codes
+    assert all(p.file.endswith("ingest_json_lake.job.yml") for p in report.problems if p.code == "UNKNOWN_ENTRY_POINT")
