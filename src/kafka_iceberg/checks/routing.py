@@ -1,0 +1,106 @@
+"""Where bad records go: MaxCompute's table, extended with a quarantine table.
+
+| skip_error | error target (topic and/or quarantine table) | behaviour |
+|---|---|---|
+| false | none | the batch fails before anything commits; the first bad record is named |
+| true  | none | bad records are dropped and counted |
+| any   | set  | bad records go to the target(s); good records commit |
+
+Records failing a ``quarantine`` expectation always go to the quarantine table only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
+from kafka_iceberg.errors import RecordError
+from kafka_iceberg.records import COORDINATES
+from kafka_iceberg.spec.model import TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class QuarantineTarget(Protocol):
+    """Appends error rows to the quarantine table, exactly once per batch."""
+
+    def append(self, errors: DataFrame, batch_id: int) -> int:
+        """Append and return how many rows were written (0 when the batch was already there)."""
+
+
+@dataclass(frozen=True)
+class RoutingResult:
+    """What happened to the bad records of one batch."""
+
+    failed: int = 0
+    skipped: int = 0
+    published: int = 0
+    quarantined: int = 0
+    error_offsets: dict[str, int] | None = None
+
+
+@dataclass
+class ErrorRouter:
+    """Applies a table's error policy to the bad records of each batch."""
+
+    spec: TableSpec
+    publisher: ErrorTopicPublisher | None = None
+    quarantine: QuarantineTarget | None = None
+
+    def route(self, errors: DataFrame | None, quarantined: DataFrame | None, *, batch_id: int) -> RoutingResult:
+        """Route one batch's bad records.
+
+        Args:
+            errors: records that failed decoding, schema or write checks (error-row shape).
+            quarantined: records that failed a ``quarantine`` expectation.
+            batch_id: the batch, for the quarantine table's idempotency marker.
+
+        Raises:
+            RecordError: bad records with neither ``skip_error`` nor an error target.
+        """
+        n_errors = errors.count() if errors is not None else 0
+        n_quarantined = quarantined.count() if quarantined is not None else 0
+        policy = self.spec.errors
+        if n_errors and not policy.has_target and not policy.skip_error:
+            assert errors is not None
+            raise _first_error(errors, n_errors)
+        published, offsets, to_quarantine = 0, None, []
+        if n_errors and policy.has_target:
+            assert errors is not None
+            if self.publisher is not None:
+                published, offsets = self.publisher.publish(errors.orderBy(*COORDINATES).toLocalIterator())
+            if self.quarantine is not None:
+                to_quarantine.append(errors)
+        if n_quarantined and quarantined is not None:
+            to_quarantine.append(quarantined)
+        written = 0
+        if to_quarantine and self.quarantine is not None:
+            frame = to_quarantine[0]
+            for other in to_quarantine[1:]:
+                frame = frame.unionByName(other)
+            written = self.quarantine.append(frame, batch_id)
+        skipped = n_errors if (n_errors and not policy.has_target) else 0
+        return RoutingResult(
+            failed=n_errors + n_quarantined,
+            skipped=skipped,
+            published=published,
+            quarantined=written,
+            error_offsets=offsets,
+        )
+
+
+def _first_error(errors: Any, count: int) -> RecordError:
+    first = errors.orderBy(*COORDINATES).first()
+    more = f" (and {count - 1} more bad record(s) in this batch)" if count > 1 else ""
+    return RecordError(
+        f"bad record at topic {first['topic']} partition {first['partition']} offset {first['offset']}: "
+        f"{first['_error_stage']}: {first['_error']}{more}. Nothing of this batch was committed; set "
+        "errors.skip_error, errors.error_topic or errors.quarantine_table to keep going.",
+        topic=first["topic"],
+        partition=int(first["partition"]),
+        offset=int(first["offset"]),
+        stage=first["_error_stage"],
+        reason=first["_error"],
+    )

@@ -1,0 +1,134 @@
+"""The MaxCompute error table, row by row, and exactly-once delivery to the error topic."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kafka_iceberg.checks import ErrorRouter, write_rejections
+from kafka_iceberg.checks.error_topic import H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC, ErrorTopicPublisher
+from kafka_iceberg.errors import RecordError
+from kafka_iceberg.spec.model import TableSpec
+from tests.support.frames import error_frame, kafka_frame
+from tests.support.kafka import EXACT_WATERMARK_PRODUCER, consume_all
+
+
+def spec(**errors):
+    return TableSpec.model_validate(
+        {"name": "t", "namespace": "n", "source": {"topics": ["src"], "format": "json"}, "errors": errors}
+    )
+
+
+@pytest.fixture
+def errors(spark):
+    return error_frame(
+        spark,
+        [
+            ("src", 1, 7, b"k7", b"{bad", [("trace", b"abc")], "invalid JSON", "decode"),
+            ("src", 0, 3, None, b"\xff\xfe", None, "invalid UTF-8 in value", "decode"),
+        ],
+    )
+
+
+class RecordingQuarantine:
+    def __init__(self):
+        self.batches = []
+
+    def append(self, errors, batch_id):
+        rows = sorted(errors.collect(), key=lambda r: (r.partition, r.offset))
+        self.batches.append((batch_id, rows))
+        return len(rows)
+
+
+def test_no_skip_and_no_target_fails_with_the_first_bad_record(errors):
+    with pytest.raises(RecordError) as err:
+        ErrorRouter(spec()).route(errors, None, batch_id=1)
+    assert (err.value.topic, err.value.partition, err.value.offset) == ("src", 0, 3)
+    assert err.value.stage == "decode" and err.value.reason == "invalid UTF-8 in value"
+    assert "and 1 more" in str(err.value) and "Nothing of this batch was committed" in str(err.value)
+
+
+def test_skip_without_target_drops_and_counts(errors):
+    result = ErrorRouter(spec(skip_error=True)).route(errors, None, batch_id=1)
+    assert (result.failed, result.skipped, result.published, result.quarantined) == (2, 2, 0, 0)
+
+
+@pytest.mark.parametrize("skip_error", [False, True])
+def test_quarantine_target_receives_the_records(errors, skip_error):
+    sink = RecordingQuarantine()
+    router = ErrorRouter(spec(skip_error=skip_error, quarantine_table="n.q"), quarantine=sink)
+    result = router.route(errors, None, batch_id=4)
+    assert (result.failed, result.skipped, result.quarantined) == (2, 0, 2)
+    ((batch_id, rows),) = sink.batches
+    assert batch_id == 4 and [(r.partition, r.offset, r.value) for r in rows] == [(0, 3, b"\xff\xfe"), (1, 7, b"{bad")]
+
+
+def test_expectation_quarantine_goes_to_the_table_only(spark, errors):
+    sink = RecordingQuarantine()
+    quarantined = error_frame(
+        spark, [("src", 0, 9, b"k", b"{}", None, "expectation x failed: id > 0", "expectation:x")]
+    )
+    router = ErrorRouter(spec(quarantine_table="n.q"), quarantine=sink)
+    result = router.route(None, quarantined, batch_id=2)
+    assert result.quarantined == 1 and result.published == 0
+    assert sink.batches[0][1][0]._error_stage == "expectation:x"
+
+
+def _publisher(stack, topic):
+    conf = {"bootstrap.servers": stack.kafka_bootstrap}
+    return ErrorTopicPublisher(
+        topic=topic,
+        producer_config={**conf, **{k: str(v) for k, v in EXACT_WATERMARK_PRODUCER.items()}},
+        consumer_config=conf,
+        pipeline="p",
+        table="n.t",
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("skip_error", [False, True])
+def test_error_topic_gets_original_bytes_and_explaining_headers(stack, errors, skip_error):
+    topic = f"errors_{uuid.uuid4().hex[:8]}"
+    router = ErrorRouter(spec(skip_error=skip_error, error_topic=topic), publisher=_publisher(stack, topic))
+    result = router.route(errors, None, batch_id=1)
+    assert (result.published, result.skipped) == (2, 0)
+    assert sum(result.error_offsets.values()) == 2
+    got = consume_all(stack.kafka_bootstrap, topic)
+    by_offset = {int(dict(m.headers)[H_OFFSET]): m for m in got}
+    assert set(by_offset) == {3, 7}
+    assert by_offset[7].key == b"k7" and by_offset[7].value == b"{bad"
+    assert by_offset[3].key is None and by_offset[3].value == b"\xff\xfe"  # byte-for-byte, even invalid UTF-8
+    h7 = dict(by_offset[7].headers)
+    assert h7["trace"] == b"abc"  # original headers kept
+    assert (h7[H_TOPIC], h7[H_PARTITION], h7[H_REASON], h7[H_STAGE]) == (b"src", b"1", b"invalid JSON", b"decode")
+
+
+@pytest.mark.integration
+def test_republishing_after_a_crash_does_not_duplicate(stack, errors):
+    topic = f"errors_{uuid.uuid4().hex[:8]}"
+    first = _publisher(stack, topic)
+    assert first.publish(errors.toLocalIterator())[0] == 2  # then the process "crashes" before its commit
+    again = _publisher(stack, topic)
+    assert again.recover(since={}) == 2
+    sent, _ = again.publish(errors.toLocalIterator())
+    assert sent == 0
+    assert len(consume_all(stack.kafka_bootstrap, topic)) == 2
+
+
+def test_write_rejections_split_null_required_columns_and_keys(spark):
+    raw = kafka_frame(spark, [(0, i, "k", "v") for i in range(4)])
+    rows = spark.createDataFrame(
+        [
+            ("t", 0, 0, 1, "a", False),
+            ("t", 0, 1, None, "b", False),
+            ("t", 0, 2, 3, None, False),
+            ("t", 0, 3, 4, None, True),
+        ],
+        "topic STRING, partition INT, offset BIGINT, id BIGINT, name STRING, _ki_tombstone BOOLEAN",
+    )
+    ok, rejected = write_rejections(rows, raw, required=["name"], keys=["id"], payload_columns=["id", "name"])
+    assert sorted(r.offset for r in ok.collect()) == [0, 3]  # a tombstone needs its key, not its payload
+    bad = {r.offset: r for r in rejected.collect()}
+    assert bad[1]._error == "upsert key id is null" and bad[1]._error_stage == "write"
+    assert bad[2]._error == "column name is required (NOT NULL) but is null"
