@@ -32,6 +32,7 @@ class KafkaSettings(Frozen):
     # replay: Kafka-shaped record files under replay_path.
     reader: KafkaReader = "spark"
     replay_path: str | None = None
+    replay_format: Literal["parquet", "jsonl"] = "parquet"
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None

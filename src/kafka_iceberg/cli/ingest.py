@@ -1,1 +1,51 @@
-"""Console entry points, one per message format (filled in by the pipelines runtime)."""
+"""Console entry points, one per message format: what the bundle's python_wheel_tasks run.
+
+``ingest-json --pipeline pipelines/shop.yml --env dev --catalog lake`` runs the JSON tables of
+the pipeline file against the ``lake`` catalog profile of ``environments/dev.yml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kafka_iceberg.cli.output import run_guarded, setup_logging
+from kafka_iceberg.cli.pipelines import add_pipeline_args, add_run_args, run_tables
+
+
+def _ingest(fmt: str, argv: Sequence[str] | None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=f"ingest-{fmt}", description=f"Ingest the {fmt.upper()} tables of a pipeline."
+    )
+    add_pipeline_args(parser, pipeline_default=None)
+    add_run_args(parser)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    return run_guarded(lambda: run_tables(args, {fmt}))
+
+
+def ingest_text(argv: Sequence[str] | None = None) -> None:
+    """``ingest-text``."""
+    sys.exit(_ingest("text", argv))
+
+
+def ingest_csv(argv: Sequence[str] | None = None) -> None:
+    """``ingest-csv``."""
+    sys.exit(_ingest("csv", argv))
+
+
+def ingest_json(argv: Sequence[str] | None = None) -> None:
+    """``ingest-json``."""
+    sys.exit(_ingest("json", argv))
+
+
+def ingest_flatten(argv: Sequence[str] | None = None) -> None:
+    """``ingest-flatten``."""
+    sys.exit(_ingest("flatten", argv))
+
+
+def ingest_binary(argv: Sequence[str] | None = None) -> None:
+    """``ingest-binary``."""
+    sys.exit(_ingest("binary", argv))

@@ -9,7 +9,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from kafka_iceberg.cli import pipelines
 from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, run_guarded, setup_logging, table
+from kafka_iceberg.cli.pipelines import add_pipeline_args, add_run_args
 from kafka_iceberg.paths import run_dir
 
 
@@ -83,21 +85,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if rows else EXIT_FAILED
 
 
-def _pipeline_args(parser: argparse.ArgumentParser, *, pipeline_default: str | None = "pipelines") -> None:
-    from kafka_iceberg.project import default_env_name
-
-    parser.add_argument(
-        "--pipeline",
-        default=pipeline_default,
-        required=pipeline_default is None,
-        help="a pipeline file or a directory of them (default: pipelines/)",
-    )
-    parser.add_argument(
-        "--env", default=default_env_name(), help="environment name (default $KAFKA_ICEBERG_ENV or local)"
-    )
-    parser.add_argument("--catalog", help="catalog profile overriding the tables' own")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``kafka-iceberg``."""
     parser = argparse.ArgumentParser(prog="kafka-iceberg", description=__doc__)
@@ -117,8 +104,31 @@ def build_parser() -> argparse.ArgumentParser:
     jar.set_defaults(handler=_cmd_jars)
 
     validate = sub.add_parser("validate", help="check pipelines, environments and bundle files (no JVM)")
-    _pipeline_args(validate)
+    add_pipeline_args(validate)
     validate.set_defaults(handler=_cmd_validate)
+
+    plan = sub.add_parser("plan", help="dry run: what run would create or change, with rendered settings")
+    add_pipeline_args(plan)
+    plan.add_argument("--json", action="store_true", help="the plan as JSON")
+    plan.set_defaults(handler=pipelines.cmd_plan)
+
+    run = sub.add_parser("run", help="run every table of the pipeline(s)")
+    add_pipeline_args(run)
+    add_run_args(run)
+    run.set_defaults(handler=pipelines.cmd_run)
+
+    metrics = sub.add_parser("metrics", help="Prometheus text of the metrics the runs recorded")
+    add_pipeline_args(metrics)
+    metrics.add_argument("--dir", help="metrics directory (default: the environment's metrics_dir)")
+    metrics.set_defaults(handler=pipelines.cmd_metrics)
+
+    capture = sub.add_parser("capture", help="record a live topic into replay files")
+    add_pipeline_args(capture)
+    capture.add_argument("--topic", required=True)
+    capture.add_argument("--out", required=True, help="directory for the record files")
+    capture.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
+    capture.add_argument("--records-per-file", type=int, default=50_000)
+    capture.set_defaults(handler=pipelines.cmd_capture)
 
     demo = sub.add_parser("demo", help="start the stack, write and read back a table, stop the stack")
     demo.add_argument("--run-dir", help="state directory for the demo's stack")

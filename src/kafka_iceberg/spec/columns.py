@@ -52,3 +52,13 @@ def table_columns(spec: TableSpec, payload: dict[str, str] | None) -> dict[str, 
     if spec.source.include_headers:
         out[HEADERS_COLUMN] = HEADERS_TYPE
     return out
+
+
+def table_ddl(columns: dict[str, str]) -> str:
+    """Spark DDL (``a BIGINT, b STRING``) for canonical column types."""
+    from kafka_iceberg.spec.types import spark_sql_type
+
+    def spark_type(col_type: str) -> str:
+        return "MAP<STRING, BINARY>" if col_type == HEADERS_TYPE else spark_sql_type(col_type)
+
+    return ", ".join(f"`{name}` {spark_type(col_type)}" for name, col_type in columns.items())

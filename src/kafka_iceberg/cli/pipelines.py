@@ -1,0 +1,135 @@
+"""``plan``, ``run``, ``metrics``, ``capture`` and the per-format ``ingest-*`` entry points."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, table
+
+
+def add_pipeline_args(parser: argparse.ArgumentParser, *, pipeline_default: str | None = "pipelines") -> None:
+    """``--pipeline``, ``--env`` and ``--catalog``, shared by every command that runs tables."""
+    from kafka_iceberg.project import default_env_name
+
+    parser.add_argument(
+        "--pipeline",
+        default=pipeline_default,
+        required=pipeline_default is None,
+        help="a pipeline file or a directory of them" + (" (default: pipelines/)" if pipeline_default else ""),
+    )
+    parser.add_argument("--env", default=default_env_name(), help="environment (default $KAFKA_ICEBERG_ENV or local)")
+    parser.add_argument("--catalog", help="catalog profile overriding the tables' own")
+
+
+def add_run_args(parser: argparse.ArgumentParser) -> None:
+    """Options of long runs."""
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT while running")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress lines (default: on a terminal)",
+    )
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Dry run: tables, schemas, partition specs, changes, rendered settings (secrets masked)."""
+    from kafka_iceberg.runtime import catalog_settings, open_session, plan, prepare
+
+    prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
+    spark = open_session(prepared)
+    tables = plan(prepared, spark)
+    if args.json:
+        emit_json({"environment": prepared.env.name, "tables": tables, "catalogs": catalog_settings(prepared)})
+        return EXIT_OK
+    emit(f"plan for environment {prepared.env.name} (dry run: nothing read, nothing changed)\n")
+    for item in tables:
+        traits = ", ".join([item["format"], f"mode {item['mode']}", item["commit_mode"], item["schema_evolution"]])
+        emit(f"{item['table']}  [{traits}]")
+        for line in item["changes"].splitlines():
+            emit(f"  {line}")
+        if item["inferred_columns"]:
+            emit("  payload columns: inferred from the data on the first batch")
+        emit(f"  source: {json.dumps(item['source'], sort_keys=True)}")
+        emit(f"  checkpoint: {item['checkpoint']}\n")
+    for name, conf in catalog_settings(prepared).items():
+        emit(f"catalog {name}:")
+        for key, value in sorted(conf.items()):
+            emit(f"  {key}={value}")
+    return EXIT_OK
+
+
+def run_tables(args: argparse.Namespace, formats: set[str] | None) -> int:
+    """Run the selected tables until drained (available_now) or stopped (processing_time)."""
+    from kafka_iceberg.observe.progress import Progress
+    from kafka_iceberg.runtime import observers_for, open_session, prepare, run, stop_on_signals
+
+    prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog, formats=formats)
+    spark = open_session(prepared)
+    pipeline_id = prepared.jobs[0].pipeline.pipeline
+    observers = observers_for(prepared, spark, pipeline_id, Progress(enabled=args.progress))
+    server = observers.metrics.serve(args.metrics_port) if args.metrics_port else None
+    try:
+        with stop_on_signals() as stop:
+            reports = run(prepared, spark, stop=stop, observers=observers)
+    finally:
+        if server is not None:
+            server.shutdown()
+    rows: dict[str, list[Any]] = {}
+    for r in reports:
+        row = rows.setdefault(r.table, [r.table, 0, 0, 0, 0, 0, None])
+        row[1] += 1
+        row[2] += r.records_written
+        row[3] += r.records_failed
+        row[4] += r.records_quarantined
+        row[5] += r.records_published
+        row[6] = r.snapshot_id if r.committed else row[6]
+    for job in prepared.jobs:
+        rows.setdefault(job.spec.identifier, [job.spec.identifier, 0, 0, 0, 0, 0, None])
+    emit(
+        table(
+            list(rows.values()), ["table", "batches", "written", "bad", "quarantined", "error topic", "last snapshot"]
+        )
+    )
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``kafka-iceberg run``: every table of the pipeline(s)."""
+    return run_tables(args, None)
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """Prometheus text rebuilt from the JSON-lines metrics a run left in the environment's metrics_dir."""
+    from kafka_iceberg.environment import load_environment
+    from kafka_iceberg.observe.metrics import metrics_from_jsonl
+    from kafka_iceberg.runtime import resolver_for
+
+    directory = Path(args.dir) if args.dir else None
+    if directory is None:
+        env = load_environment(args.env, Path(args.pipeline))
+        if not env.metrics_dir:
+            emit(f"{env.source_file} sets no metrics_dir", sys.stderr)
+            return EXIT_FAILED
+        directory = Path(resolver_for(env).value(env.metrics_dir))
+    files = sorted(directory.glob("*.jsonl")) if directory.exists() else []
+    sys.stdout.write(metrics_from_jsonl(files).prometheus_text())
+    return EXIT_OK
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    """Record a live topic into replay files."""
+    from kafka_iceberg.environment import load_environment
+    from kafka_iceberg.kafka import resolved_client_config
+    from kafka_iceberg.runtime import resolver_for
+    from kafka_iceberg.source.capture import capture
+
+    env = load_environment(args.env, Path(args.pipeline))
+    config = resolved_client_config(env.kafka, "consumer", resolver_for(env))
+    count = capture(config, args.topic, Path(args.out), fmt=args.format, records_per_file=args.records_per_file)
+    emit(f"captured {count} record(s) of {args.topic} into {args.out}")
+    return EXIT_OK

@@ -1,0 +1,297 @@
+"""One micro-batch of one table, top to bottom: decode → transform → checks → write → observe.
+
+Every source (Spark's Kafka source, replay files, the direct reader) hands its Kafka-shaped
+batches to :meth:`BatchProcessor.process`. The order matters for exactly-once: bad records are
+routed (error topic, quarantine table) before the table commit, and both routes de-duplicate on
+replay, so a crash at any point neither loses nor duplicates a record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafka_iceberg.api import resolve_transform
+from kafka_iceberg.checks import ErrorRouter, apply_expectations, write_rejections
+from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
+from kafka_iceberg.decode import decode
+from kafka_iceberg.errors import ConfigError
+from kafka_iceberg.observe.report import BatchReport
+from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
+from kafka_iceberg.spec.columns import FIXED_COLUMNS
+from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.spec.types import from_spark_type
+from kafka_iceberg.write import CommitMarker, TableWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[str, dict[str, int]]
+Observer = Callable[[BatchReport], None]
+QUARANTINE_STREAM = "quarantine"
+
+
+def merge_offsets(*parts: Offsets | None) -> Offsets:
+    """Per-partition maximum of several ``{topic: {partition: next offset}}`` maps."""
+    out: Offsets = {}
+    for part in parts:
+        for topic, partitions in (part or {}).items():
+            for partition, offset in partitions.items():
+                current = out.setdefault(topic, {}).get(partition)
+                out[topic][partition] = offset if current is None else max(current, offset)
+    return out
+
+
+def batch_offsets(raw: DataFrame) -> Offsets:
+    """Next offset after each partition's last record in ``raw``."""
+    from pyspark.sql import functions as F
+
+    rows = raw.groupBy("topic", "partition").agg(F.max("offset").alias("last")).collect()
+    return merge_offsets({r["topic"]: {str(r["partition"]): int(r["last"]) + 1} for r in rows})
+
+
+def _payload_columns(columns: list[str]) -> list[str]:
+    return [c for c in columns if c not in FIXED_COLUMNS and not c.startswith(INTERNAL_PREFIX)]
+
+
+def payload_names(schema: Any) -> list[str]:
+    """Payload column names of a table schema (everything but Kafka coordinates, pt, headers)."""
+    return _payload_columns([f.name for f in schema.fields])
+
+
+@dataclass
+class QuarantineTable:
+    """The quarantine table of one target table; appends exactly once per source record.
+
+    Rows are filtered against the offsets recorded by the quarantine table's own last commit, so
+    a batch replayed after a crash — even with different boundaries — adds only what is missing.
+    """
+
+    spark: SparkSession
+    catalog: str
+    spec: TableSpec
+    pipeline: str
+
+    def _writer(self) -> TableWriter:
+        assert self.spec.errors.quarantine_table is not None
+        namespace, name = self.spec.errors.quarantine_table.split(".")
+        qspec = TableSpec.model_validate(
+            {
+                "name": name,
+                "namespace": namespace,
+                "source": self.spec.source.model_dump(exclude_none=True),
+                "partition_window": "none",
+                "commit_mode": "append",
+                "schema_evolution": "add_columns",
+                "maintenance": self.spec.maintenance.model_dump(),
+            }
+        )
+        return TableWriter(self.spark, self.catalog, qspec, pipeline_id=self.pipeline)
+
+    def append(self, errors: DataFrame, batch_id: int) -> int:
+        """Append the error rows not already quarantined; return how many were added."""
+        from pyspark.sql import functions as F
+
+        writer = self._writer()
+        last = writer.last_commit(QUARANTINE_STREAM) if writer.exists() else None
+        frame = errors.select(
+            *errors.columns,
+            F.lit(self.pipeline).alias("_pipeline"),
+            F.lit(self.spec.identifier).alias("_table"),
+            F.lit(batch_id).cast("bigint").alias("_batch_id"),
+            F.current_timestamp().alias("_quarantined_at"),
+        )
+        if last is not None and last.offsets:
+            done = F.lit(False)
+            for topic, parts in last.offsets.items():
+                for partition, next_offset in parts.items():
+                    done = done | (
+                        (F.col("topic") == topic)
+                        & (F.col("partition") == int(partition))
+                        & (F.col("offset") < next_offset)
+                    )
+            frame = frame.where(~done)
+        frame = frame.persist()
+        try:
+            count = frame.count()
+            if count == 0:
+                return 0
+            offsets = merge_offsets(last.offsets if last else None, batch_offsets(frame))
+            writer.apply(writer.plan(frame.schema))
+            marker = CommitMarker(
+                pipeline=self.pipeline,
+                stream=QUARANTINE_STREAM,
+                batch_id=(last.batch_id + 1) if last else 0,
+                offsets=offsets,
+            )
+            writer.commit(frame, marker)
+            return count
+        finally:
+            frame.unpersist()
+
+
+@dataclass
+class BatchProcessor:
+    """Processes the micro-batches of one table.
+
+    Args:
+        spark: the session.
+        pipeline: pipeline id.
+        spec: the table.
+        catalog: Spark catalog name the table lives in.
+        publisher: error-topic publisher when ``errors.error_topic`` is set.
+        base_dir: directory of the pipeline file (JSON Schema paths are relative to it).
+        observers: receive every :class:`BatchReport` (metrics, JSON lines, event log, progress).
+    """
+
+    spark: SparkSession
+    pipeline: str
+    spec: TableSpec
+    catalog: str
+    publisher: ErrorTopicPublisher | None = None
+    base_dir: Path | None = None
+    observers: list[Observer] = field(default_factory=list)
+    clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.timezone.utc))
+    _writer: TableWriter | None = field(default=None, init=False)
+    _transform: Callable[[DataFrame], DataFrame] | None = field(default=None, init=False)
+    _error_offsets: dict[str, int] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
+        if self.spec.transform:
+            self._transform = resolve_transform(self.spec.transform)
+
+    @property
+    def writer(self) -> TableWriter:
+        """The target table's writer."""
+        assert self._writer is not None
+        return self._writer
+
+    def resume(self, stream: str) -> CommitMarker | None:
+        """The last commit of ``stream``; prepares error-topic de-duplication from it."""
+        last = self.writer.last_commit(stream) if self.writer.exists() else None
+        self._error_offsets = dict(last.error_offsets) if last else {}
+        if self.publisher is not None:
+            self.publisher.recover(since=self._error_offsets)
+        return last
+
+    def router(self) -> ErrorRouter:
+        """The error policy of this table."""
+        quarantine = (
+            QuarantineTable(self.spark, self.catalog, self.spec, self.pipeline)
+            if self.spec.errors.quarantine_table
+            else None
+        )
+        return ErrorRouter(self.spec, publisher=self.publisher, quarantine=quarantine)
+
+    def process(
+        self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets, lag: int | None = None
+    ) -> BatchReport:
+        """Decode, check, route and commit one Kafka-shaped batch.
+
+        Raises:
+            RecordError: a bad record and neither skip_error nor an error target (nothing committed).
+            ExpectationFailedError: a ``fail`` expectation was violated (nothing committed).
+        """
+        started = time.monotonic()
+        report = BatchReport(
+            pipeline=self.pipeline, table=self.spec.identifier, batch_id=batch_id, stream=stream, lag=lag
+        )
+        cached: list[DataFrame] = []
+
+        def persist(frame: DataFrame) -> DataFrame:
+            frame = frame.persist()
+            cached.append(frame)
+            return frame
+
+        try:
+            self._process(raw, batch_id=batch_id, stream=stream, offsets=offsets, report=report, persist=persist)
+        except Exception as exc:
+            report.error = f"{type(exc).__name__}: {exc}"
+            self._notify(report)
+            raise
+        finally:
+            for frame in cached:
+                frame.unpersist()
+        report.batch_latency_s = time.monotonic() - started
+        self._notify(report)
+        return report
+
+    def _process(
+        self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets, report: BatchReport, persist: Any
+    ) -> None:
+        raw = persist(raw)
+        report.records_in = raw.count()
+        table_schema = self.writer.current_schema() if self.writer.exists() else None
+        known = (
+            {
+                f.name: from_spark_type(f.dataType.simpleString())
+                for f in table_schema.fields
+                if f.name in payload_names(table_schema)
+            }
+            if table_schema is not None
+            else None
+        )
+        decoded = decode(raw, self.spec, flush_time=self.clock(), known_columns=known, base_dir=self.base_dir)
+        rows = persist(decoded.rows)
+        if self._transform is not None:
+            rows = self._transform(rows)
+            missing = [c for c in COORDINATES if c not in rows.columns]
+            if missing:
+                raise ConfigError.one(
+                    str(self.spec.transform),
+                    "transform",
+                    self.spec.transform,
+                    f"a function keeping the columns {', '.join(COORDINATES)} (it dropped {', '.join(missing)})",
+                    "BAD_TRANSFORM",
+                )
+        payload = _payload_columns(rows.columns)
+        rows, quarantined, expectations = apply_expectations(
+            rows, raw, self.spec.expectations, payload_columns=payload, persist=persist
+        )
+        report.expectations_passed, report.expectations_failed = expectations.passed, expectations.failed
+        report.records_dropped = expectations.dropped
+        writable = [f for f in rows.schema.fields if not f.name.startswith(INTERNAL_PREFIX)]
+        from pyspark.sql.types import StructType
+
+        plan = self.writer.plan(StructType(writable))
+        required = [f.name for f in (table_schema.fields if table_schema is not None else []) if not f.nullable]
+        keys = self.spec.key_fields if self.spec.commit_mode == "upsert" else []
+        rows, rejected = write_rejections(rows, raw, required=required, keys=keys, payload_columns=payload)
+        errors = decoded.errors if rejected is None else decoded.errors.unionByName(rejected)
+        routing = self.router().route(errors, quarantined, batch_id=batch_id)
+        report.records_failed = routing.failed
+        report.records_skipped, report.records_published = routing.skipped, routing.published
+        report.records_quarantined = routing.quarantined
+        if routing.error_offsets:
+            self._error_offsets = routing.error_offsets
+        self.writer.apply(plan)
+        if self.spec.commit_mode != "upsert" and TOMBSTONE_COLUMN in rows.columns:
+            rows = rows.drop(TOMBSTONE_COLUMN)
+        marker = CommitMarker(
+            pipeline=self.pipeline, stream=stream, batch_id=batch_id, offsets=offsets, error_offsets=self._error_offsets
+        )
+        write_started = time.monotonic()
+        result = self.writer.commit(rows, marker)
+        report.write_latency_s = time.monotonic() - write_started
+        report.committed = not result.skipped
+        report.snapshot_id = result.snapshot_id
+        report.records_written = result.records_added if not result.skipped else 0
+        report.files_created = result.files_added
+        report.bytes_written = result.bytes_added
+        report.commit_retries = result.retries
+        report.commit_latency_s = result.latency_s
+
+    def _notify(self, report: BatchReport) -> None:
+        for observer in self.observers:
+            try:
+                observer(report)
+            except Exception:  # an observer must never fail the pipeline
+                log.exception("observer failed for %s batch %s", report.table, report.batch_id)

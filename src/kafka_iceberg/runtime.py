@@ -1,0 +1,318 @@
+"""Turn a pipeline file and an environment into running (or planned) tables.
+
+``plan`` and ``run`` share :func:`prepare` and :func:`open_session`; ``plan`` stops before any
+Kafka read or Iceberg change (``dry_run``), which is the only difference between the two.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafka_iceberg.catalogs import RenderedCatalog, render
+from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
+from kafka_iceberg.environment import Environment, checkpoint_dir, load_environment, local_resolver
+from kafka_iceberg.errors import ConfigError
+from kafka_iceberg.kafka import client_config, resolved_client_config, spark_source_options
+from kafka_iceberg.observe.eventlog import EventLog
+from kafka_iceberg.observe.metrics import JsonLines, Metrics
+from kafka_iceberg.observe.progress import Progress
+from kafka_iceberg.observe.report import BatchReport
+from kafka_iceberg.project import effective_catalog, validate_project
+from kafka_iceberg.refs import Resolver, find_refs, iter_strings, mask_mapping
+from kafka_iceberg.runner import BatchProcessor
+from kafka_iceberg.session import attach_catalogs, get_spark
+from kafka_iceberg.spec.columns import payload_columns, table_columns, table_ddl
+from kafka_iceberg.spec.model import Pipeline, TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableJob:
+    """One table with everything resolved around it."""
+
+    pipeline: Pipeline
+    spec: TableSpec
+    catalog: str
+    base_dir: Path
+
+
+@dataclass
+class Prepared:
+    """A validated pipeline in a loaded environment."""
+
+    env: Environment
+    resolver: Resolver
+    jobs: list[TableJob]
+    rendered: dict[str, RenderedCatalog] = field(default_factory=dict)
+
+
+def resolver_for(env: Environment, environ: Mapping[str, str] | None = None) -> Resolver:
+    """A resolver for ``env``: one reading the local stack when the environment refers to it."""
+    uses_local = any(
+        ref.kind == "local" for _loc, raw in iter_strings(env.model_dump(mode="json")) for ref in find_refs(raw)
+    )
+    if uses_local:
+        return local_resolver(environ)
+    return Resolver(env=environ if environ is not None else os.environ)
+
+
+def prepare(
+    pipeline_path: Path, *, env_name: str, catalog: str | None = None, formats: set[str] | None = None
+) -> Prepared:
+    """Validate everything, load the environment and pick the tables to run.
+
+    Raises:
+        ConfigError: every problem of the pipeline, environment or the selection.
+    """
+    report = validate_project(pipeline_path, env_name=env_name, catalog=catalog, check_bundle=False)
+    if report.problems:
+        raise ConfigError(report.problems)
+    anchor = pipeline_path if pipeline_path.is_dir() else pipeline_path.parent
+    env = load_environment(env_name, anchor)
+    jobs = []
+    for pipeline in report.pipelines:
+        base_dir = Path(pipeline.source_file).parent
+        for spec in pipeline.tables:
+            if formats is None or spec.source.format in formats:
+                name = catalog or effective_catalog(spec, pipeline, env)
+                assert name is not None  # validate_project reported it otherwise
+                jobs.append(TableJob(pipeline, spec, name, base_dir))
+    if not jobs:
+        wanted = ", ".join(sorted(formats)) if formats else "any"
+        raise ConfigError.one(str(pipeline_path), "tables", [], f"at least one table of format {wanted}", "NO_TABLES")
+    prepared = Prepared(env, resolver_for(env), jobs)
+    names = {j.catalog for j in jobs} | ({env.event_log.catalog} if env.event_log.catalog else set())
+    prepared.rendered = {n: render(n, env.catalogs[n]) for n in sorted(names)}
+    return prepared
+
+
+def open_session(prepared: Prepared) -> SparkSession:
+    """The Spark session with every catalog the tables use attached."""
+    jvm_options = sorted({o for r in prepared.rendered.values() for o in r.jvm_options})
+    spark = get_spark(app_name="kafka-iceberg", conf=prepared.env.spark_conf, jvm_options=jvm_options)
+    attach_catalogs(spark, prepared.rendered.values(), prepared.resolver)
+    return spark
+
+
+# -- plan ----------------------------------------------------------------------------------------
+def expected_schema(spark: SparkSession, job: TableJob) -> Any:
+    """The StructType a table's rows will have (before any user transform)."""
+    columns = table_columns(job.spec, payload_columns(job.spec, job.base_dir))
+    return spark.createDataFrame([], table_ddl(columns)).schema
+
+
+def plan(prepared: Prepared, spark: SparkSession) -> list[dict[str, Any]]:
+    """Dry run: what each table's run would create or change, and the settings it would use."""
+    from kafka_iceberg.write import TableWriter
+
+    out = []
+    for job in prepared.jobs:
+        writer = TableWriter(spark, job.catalog, job.spec, pipeline_id=job.pipeline.pipeline)
+        table_plan = writer.plan(expected_schema(spark, job))
+        kafka = prepared.env.kafka
+        source = (
+            spark_source_options(job.spec.source, kafka)
+            if kafka.reader == "spark"
+            else client_config(kafka, "consumer") | {"reader": kafka.reader}
+        )
+        out.append(
+            {
+                "table": f"{job.catalog}.{job.spec.identifier}",
+                "format": job.spec.source.format,
+                "mode": job.spec.source.effective_mode,
+                "commit_mode": job.spec.commit_mode,
+                "schema_evolution": job.spec.schema_evolution,
+                "inferred_columns": payload_columns(job.spec, job.base_dir) is None,
+                "changes": table_plan.describe(),
+                "source": mask_mapping(source),
+                "checkpoint": checkpoint_dir(
+                    prepared.env, prepared.resolver, job.pipeline.pipeline, job.spec.identifier
+                )
+                if kafka.reader != "direct"
+                else "(offsets in the table's snapshot summary)",
+            }
+        )
+    return out
+
+
+def catalog_settings(prepared: Prepared) -> dict[str, dict[str, str]]:
+    """Rendered Spark settings of each catalog, secrets masked."""
+    return {name: mask_mapping(r.conf) for name, r in prepared.rendered.items()}
+
+
+# -- run -----------------------------------------------------------------------------------------
+@dataclass
+class Observers:
+    """Where batch reports go: metrics, JSON lines, the event log, the progress line."""
+
+    metrics: Metrics
+    progress: Progress
+    jsonl: JsonLines | None = None
+    event_log: EventLog | None = None
+
+    def __call__(self, report: BatchReport) -> None:
+        """Hand one batch report to every observer."""
+        self.metrics.record(report)
+        if self.jsonl is not None:
+            self.jsonl.write(report.to_json())
+        if self.event_log is not None:
+            self.event_log.on_batch(report)
+        self.progress.update(report)
+
+    def close(self) -> None:
+        """Flush what is buffered."""
+        if self.event_log is not None:
+            self.event_log.flush()
+
+
+def observers_for(prepared: Prepared, spark: SparkSession, pipeline: str, progress: Progress) -> Observers:
+    """Observers configured by the environment."""
+    env = prepared.env
+    jsonl = JsonLines(Path(prepared.resolver.value(env.metrics_dir)), pipeline) if env.metrics_dir else None
+    event_log = None
+    if env.event_log.enabled:
+        catalog = env.event_log.catalog or next(iter(prepared.rendered))
+        event_log = EventLog(spark, catalog, env.event_log.table)
+    return Observers(Metrics(), progress, jsonl, event_log)
+
+
+def _publisher(prepared: Prepared, job: TableJob) -> ErrorTopicPublisher | None:
+    topic = job.spec.errors.error_topic
+    if not topic:
+        return None
+    kafka = prepared.env.kafka
+    return ErrorTopicPublisher(
+        topic=topic,
+        producer_config=resolved_client_config(kafka, "producer", prepared.resolver),
+        consumer_config=resolved_client_config(kafka, "admin", prepared.resolver),
+        pipeline=job.pipeline.pipeline,
+        table=job.spec.identifier,
+    )
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """Stop cleanly on SIGTERM/SIGINT.
+
+    The first signal sets the returned event: the current batch finishes, then the run stops. A
+    second one interrupts at once; the batch is abandoned (Iceberg commits are atomic).
+    """
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        log.warning("signal %d: stopping after the current batch", signum)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run(prepared: Prepared, spark: SparkSession, *, stop: threading.Event, observers: Observers) -> list[BatchReport]:
+    """Run every prepared table with the environment's reader until drained or stopped."""
+    reports: list[BatchReport] = []
+    processors = [
+        BatchProcessor(
+            spark,
+            job.pipeline.pipeline,
+            job.spec,
+            job.catalog,
+            publisher=_publisher(prepared, job),
+            base_dir=job.base_dir,
+            observers=[observers, reports.append],
+        )
+        for job in prepared.jobs
+    ]
+    try:
+        if prepared.env.kafka.reader == "direct":
+            _run_direct(prepared, spark, processors, stop)
+        else:
+            _run_streaming(prepared, spark, processors, stop, observers)
+    finally:
+        observers.close()
+    return reports
+
+
+def _run_direct(
+    prepared: Prepared, spark: SparkSession, processors: list[BatchProcessor], stop: threading.Event
+) -> None:
+    from kafka_iceberg.source.direct import DirectReader
+    from kafka_iceberg.source.direct_loop import DirectTable, run_available_now, run_processing_time
+
+    kafka = prepared.env.kafka
+    consumer = resolved_client_config(kafka, "consumer", prepared.resolver)
+    staging = Path(prepared.resolver.value(prepared.env.checkpoint_root)) / "staging"
+    tables = [
+        DirectTable(
+            p,
+            DirectReader(spark, p.spec.source, consumer, f"kafka-iceberg.{p.pipeline}.{p.spec.identifier}", staging),
+        )
+        for p in processors
+    ]
+    continuous = [t for t in tables if t.processor.spec.trigger.processing_time]
+    for table in tables:
+        if table not in continuous and not stop.is_set():
+            run_available_now(table, stop)
+    if continuous:
+        interval = min(t.processor.spec.trigger.interval_seconds or 60.0 for t in continuous)
+        run_processing_time(continuous, interval, stop)
+
+
+def _run_streaming(
+    prepared: Prepared,
+    spark: SparkSession,
+    processors: list[BatchProcessor],
+    stop: threading.Event,
+    observers: Observers,
+) -> None:
+    from kafka_iceberg.observe.listener import progress_listener
+    from kafka_iceberg.source.replay import replay_stream
+    from kafka_iceberg.source.spark_kafka import kafka_stream
+    from kafka_iceberg.source.streaming import start_query
+
+    kafka = prepared.env.kafka
+    names = {f"{p.pipeline}.{p.spec.identifier}": (p.pipeline, p.spec.identifier) for p in processors}
+    spark.streams.addListener(progress_listener(observers.metrics, names))
+    queries = []
+    for p in processors:
+        if kafka.reader == "replay":
+            assert kafka.replay_path is not None
+            frame = replay_stream(spark, prepared.resolver.value(kafka.replay_path), p.spec.source, kafka.replay_format)
+        else:
+            frame = kafka_stream(spark, p.spec.source, kafka, prepared.resolver)
+        checkpoint = checkpoint_dir(prepared.env, prepared.resolver, p.pipeline, p.spec.identifier)
+        queries.append(
+            start_query(
+                frame, p, checkpoint=checkpoint, trigger=p.spec.trigger, name=f"{p.pipeline}.{p.spec.identifier}"
+            )
+        )
+    try:
+        for query in queries:
+            while query.isActive and not stop.is_set():
+                query.awaitTermination(1)
+            if query.exception() is not None:
+                raise query.exception()
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()

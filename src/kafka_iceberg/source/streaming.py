@@ -1,0 +1,36 @@
+"""Spark Structured Streaming sources (Kafka, replay files) feeding the batch processor."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from kafka_iceberg.runner import BatchProcessor, batch_offsets, merge_offsets
+from kafka_iceberg.spec.model import Trigger
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+def stream_id(checkpoint: str) -> str:
+    """Commit-marker stream of a Spark query: batch ids restart with a new checkpoint."""
+    return "spark-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+
+
+def start_query(stream: DataFrame, processor: BatchProcessor, *, checkpoint: str, trigger: Trigger, name: str) -> Any:
+    """Start ``stream.writeStream.foreachBatch(...)`` into the processor; returns the query."""
+    sid = stream_id(checkpoint)
+    last = processor.resume(sid)
+    committed = {"offsets": last.offsets if last else {}}
+
+    def each_batch(frame: DataFrame, batch_id: int) -> None:
+        offsets = merge_offsets(committed["offsets"], batch_offsets(frame))
+        processor.process(frame, batch_id=int(batch_id), stream=sid, offsets=offsets)
+        committed["offsets"] = offsets
+
+    writer = stream.writeStream.queryName(name).foreachBatch(each_batch).option("checkpointLocation", checkpoint)
+    if trigger.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{trigger.interval_seconds} seconds")
+    return writer.start()
