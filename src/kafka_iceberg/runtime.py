@@ -24,7 +24,7 @@ from kafka_iceberg.kafka import client_config, resolved_client_config, spark_sou
 from kafka_iceberg.observe.eventlog import EventLog
 from kafka_iceberg.observe.metrics import JsonLines, Metrics
 from kafka_iceberg.observe.progress import Progress
-from kafka_iceberg.observe.report import BatchReport
+from kafka_iceberg.observe.report import BatchReport, MaintenanceReport
 from kafka_iceberg.project import effective_catalog, validate_project
 from kafka_iceberg.refs import Resolver, find_refs, iter_strings, mask_mapping
 from kafka_iceberg.runner import BatchProcessor
@@ -152,6 +152,34 @@ def catalog_settings(prepared: Prepared) -> dict[str, dict[str, str]]:
     return {name: mask_mapping(r.conf) for name, r in prepared.rendered.items()}
 
 
+def maintenance_targets(prepared: Prepared, spark: SparkSession) -> list[tuple[str, str, TableSpec]]:
+    """Existing tables to maintain: each target table, its quarantine table, the event log."""
+
+    def exists(name: str) -> bool:
+        try:
+            return bool(spark.catalog.tableExists(name))
+        except Exception:  # an unreachable namespace is not a table to maintain
+            return False
+
+    out = []
+    for job in prepared.jobs:
+        pid = job.pipeline.pipeline
+        if exists(f"{job.catalog}.{job.spec.identifier}"):
+            out.append((pid, job.catalog, job.spec))
+        quarantine = job.spec.errors.quarantine_table
+        if quarantine and exists(f"{job.catalog}.{quarantine}"):
+            namespace, name = quarantine.split(".")
+            out.append((pid, job.catalog, job.spec.model_copy(update={"name": name, "namespace": namespace})))
+    log_settings = prepared.env.event_log
+    if log_settings.enabled and log_settings.catalog and exists(f"{log_settings.catalog}.{log_settings.table}"):
+        namespace, name = log_settings.table.rsplit(".", 1)
+        template = prepared.jobs[0].spec
+        out.append(
+            ("kafka_iceberg", log_settings.catalog, template.model_copy(update={"name": name, "namespace": namespace}))
+        )
+    return out
+
+
 # -- run -----------------------------------------------------------------------------------------
 @dataclass
 class Observers:
@@ -170,6 +198,13 @@ class Observers:
         if self.event_log is not None:
             self.event_log.on_batch(report)
         self.progress.update(report)
+
+    def on_maintenance(self, report: MaintenanceReport) -> None:
+        """Record one maintenance action (JSON lines and the event log)."""
+        if self.jsonl is not None:
+            self.jsonl.write(report.to_json())
+        if self.event_log is not None:
+            self.event_log.on_maintenance(report)
 
     def close(self) -> None:
         """Flush what is buffered."""

@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_args(run)
     run.set_defaults(handler=pipelines.cmd_run)
 
+    maintain = sub.add_parser("maintain", help="compaction, snapshot expiry, orphan files, manifest rewrites")
+    add_pipeline_args(maintain)
+    maintain.set_defaults(handler=pipelines.cmd_maintain)
+
     metrics = sub.add_parser("metrics", help="Prometheus text of the metrics the runs recorded")
     add_pipeline_args(metrics)
     metrics.add_argument("--dir", help="metrics directory (default: the environment's metrics_dir)")

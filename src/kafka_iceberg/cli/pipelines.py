@@ -133,3 +133,25 @@ def cmd_capture(args: argparse.Namespace) -> int:
     count = capture(config, args.topic, Path(args.out), fmt=args.format, records_per_file=args.records_per_file)
     emit(f"captured {count} record(s) of {args.topic} into {args.out}")
     return EXIT_OK
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """Maintain every table of the pipeline(s), their quarantine tables and the event log."""
+    from kafka_iceberg.maintain import TableMaintainer
+    from kafka_iceberg.observe.progress import Progress
+    from kafka_iceberg.runtime import maintenance_targets, observers_for, open_session, prepare
+
+    prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
+    spark = open_session(prepared)
+    observers = observers_for(prepared, spark, prepared.jobs[0].pipeline.pipeline, Progress(enabled=False))
+    rows = []
+    failed = False
+    for pipeline_id, catalog, spec in maintenance_targets(prepared, spark):
+        for report in TableMaintainer(spark, catalog, spec, pipeline_id).run():
+            observers.on_maintenance(report)
+            failed = failed or report.error is not None
+            summary = report.error or ", ".join(f"{k}={v}" for k, v in report.details.items() if k != "locations")
+            rows.append([spec.identifier, report.action, f"{report.duration_s:.1f}s", summary])
+    observers.close()
+    emit(table(rows, ["table", "action", "took", "result"]))
+    return EXIT_FAILED if failed else EXIT_OK
