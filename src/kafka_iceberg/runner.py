@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Offsets = dict[str, dict[str, int]]
+Offsets = dict[str, dict[int, int]]
 Observer = Callable[[BatchReport], None]
 QUARANTINE_STREAM = "quarantine"
 
@@ -54,7 +54,10 @@ def batch_offsets(raw: DataFrame) -> Offsets:
     from pyspark.sql import functions as F
 
     rows = raw.groupBy("topic", "partition").agg(F.max("offset").alias("last")).collect()
-    return merge_offsets({r["topic"]: {str(r["partition"]): int(r["last"]) + 1} for r in rows})
+    out: Offsets = {}
+    for r in rows:
+        out.setdefault(r["topic"], {})[int(r["partition"])] = int(r["last"]) + 1
+    return out
 
 
 def _payload_columns(columns: list[str]) -> list[str]:
@@ -113,9 +116,7 @@ class QuarantineTable:
             for topic, parts in last.offsets.items():
                 for partition, next_offset in parts.items():
                     done = done | (
-                        (F.col("topic") == topic)
-                        & (F.col("partition") == int(partition))
-                        & (F.col("offset") < next_offset)
+                        (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("offset") < next_offset)
                     )
             frame = frame.where(~done)
         frame = frame.persist()
@@ -126,10 +127,7 @@ class QuarantineTable:
             offsets = merge_offsets(last.offsets if last else None, batch_offsets(frame))
             writer.apply(writer.plan(frame.schema))
             marker = CommitMarker(
-                pipeline=self.pipeline,
-                stream=QUARANTINE_STREAM,
-                batch_id=(last.batch_id + 1) if last else 0,
-                offsets=offsets,
+                stream=QUARANTINE_STREAM, batch_id=(last.batch_id + 1) if last else 0, offsets=offsets
             )
             writer.commit(frame, marker)
             return count
@@ -161,7 +159,7 @@ class BatchProcessor:
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.timezone.utc))
     _writer: TableWriter | None = field(default=None, init=False)
     _transform: Callable[[DataFrame], DataFrame] | None = field(default=None, init=False)
-    _error_offsets: dict[str, int] = field(default_factory=dict, init=False)
+    _error_offsets: Offsets = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
@@ -177,9 +175,9 @@ class BatchProcessor:
     def resume(self, stream: str) -> CommitMarker | None:
         """The last commit of ``stream``; prepares error-topic de-duplication from it."""
         last = self.writer.last_commit(stream) if self.writer.exists() else None
-        self._error_offsets = dict(last.error_offsets) if last else {}
+        self._error_offsets = {t: dict(p) for t, p in last.error_offsets.items()} if last else {}
         if self.publisher is not None:
-            self.publisher.recover(since=self._error_offsets)
+            self.publisher.recover(since=self._error_offsets.get(self.publisher.topic, {}))
         return last
 
     def router(self) -> ErrorRouter:
@@ -270,24 +268,22 @@ class BatchProcessor:
         report.records_failed = routing.failed
         report.records_skipped, report.records_published = routing.skipped, routing.published
         report.records_quarantined = routing.quarantined
-        if routing.error_offsets:
-            self._error_offsets = routing.error_offsets
+        if routing.error_offsets and self.publisher is not None:
+            self._error_offsets = {self.publisher.topic: dict(routing.error_offsets)}
         self.writer.apply(plan)
         if self.spec.commit_mode != "upsert" and TOMBSTONE_COLUMN in rows.columns:
             rows = rows.drop(TOMBSTONE_COLUMN)
-        marker = CommitMarker(
-            pipeline=self.pipeline, stream=stream, batch_id=batch_id, offsets=offsets, error_offsets=self._error_offsets
-        )
+        marker = CommitMarker(stream=stream, batch_id=batch_id, offsets=offsets, error_offsets=self._error_offsets)
         write_started = time.monotonic()
         result = self.writer.commit(rows, marker)
         report.write_latency_s = time.monotonic() - write_started
         report.committed = not result.skipped
         report.snapshot_id = result.snapshot_id
-        report.records_written = result.records_added if not result.skipped else 0
+        report.records_written = result.records_written
         report.files_created = result.files_added
         report.bytes_written = result.bytes_added
         report.commit_retries = result.retries
-        report.commit_latency_s = result.latency_s
+        report.commit_latency_s = result.latency_ms / 1000
 
     def _notify(self, report: BatchReport) -> None:
         for observer in self.observers:

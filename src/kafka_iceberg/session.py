@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,6 +72,9 @@ def get_spark(
     runtime = jars.resolve_local()
     # Keep Spark on loopback and quiet; Debian's sqlite-jdbc loads its JNI library from the cache.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers must run this interpreter (same version, same pinned pyarrow), not PATH's python3.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     options = [
         f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
         f"-Dorg.sqlite.lib.path={runtime.native_dir}",

@@ -63,12 +63,12 @@ def test_batches_are_bounded_complete_and_kafka_shaped(spark, stack, tmp_path, t
     rows = [row for b in batches for row in b.frame.collect()]
     assert len({(r.topic, r.partition, r.offset) for r in rows}) == 100
     assert all(r.headers[0].key == "h" and r.headers[0].value == b"1" for r in rows)
-    assert batches[-1].offsets == {t: {"0": 25, "1": 25} for t in sorted(topics)}
+    assert batches[-1].offsets == {t: {0: 25, 1: 25} for t in sorted(topics)}
 
 
 def test_resume_from_recorded_offsets_reads_only_the_rest(spark, stack, tmp_path, topics):
     r = reader(spark, stack, tmp_path, topics=topics[:1])
-    r.open(resume={topics[0]: {"0": 20, "1": 24}})
+    r.open(resume={topics[0]: {0: 20, 1: 24}})
     rows = [row for b in drain(r) for row in b.frame.collect()]
     r.close()
     assert sorted((x.partition, x.offset) for x in rows) == [(0, 20), (0, 21), (0, 22), (0, 23), (0, 24), (1, 24)]

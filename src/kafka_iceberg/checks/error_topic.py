@@ -47,7 +47,7 @@ class ErrorTopicPublisher:
     table: str
     _already: set[Coordinate] | None = field(default=None, repr=False)
 
-    def recover(self, since: Mapping[str, int]) -> int:
+    def recover(self, since: Mapping[int, int]) -> int:
         """Learn which source records were published after the last commit; return how many.
 
         Args:
@@ -73,7 +73,7 @@ class ErrorTopicPublisher:
             assignments, ends = [], {}
             for p in topic_meta.partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)
-                start = max(int(since.get(str(p), low)), low)
+                start = max(int(since.get(p, low)), low)
                 if start < high:
                     assignments.append(TopicPartition(self.topic, p, start))
                     ends[p] = high
@@ -97,7 +97,7 @@ class ErrorTopicPublisher:
             log.info("error topic %s already holds %d record(s) of an uncommitted batch", self.topic, len(found))
         return len(found)
 
-    def publish(self, rows: Iterable[Any]) -> tuple[int, dict[str, int] | None]:
+    def publish(self, rows: Iterable[Any]) -> tuple[int, dict[int, int] | None]:
         """Send error rows not published before.
 
         Returns:
@@ -142,7 +142,7 @@ class ErrorTopicPublisher:
             )
         return sent, (self.end_offsets() if sent else None)
 
-    def end_offsets(self) -> dict[str, int]:
+    def end_offsets(self) -> dict[int, int]:
         """High watermark of every partition of the error topic."""
         from confluent_kafka import Consumer, TopicPartition
 
@@ -152,7 +152,7 @@ class ErrorTopicPublisher:
             if meta is None or meta.error is not None:
                 return {}
             return {
-                str(p): int(consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1])
+                int(p): int(consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1])
                 for p in meta.partitions
             }
         finally:

@@ -38,7 +38,7 @@ class RoutingResult:
     skipped: int = 0
     published: int = 0
     quarantined: int = 0
-    error_offsets: dict[str, int] | None = None
+    error_offsets: dict[int, int] | None = None
 
 
 @dataclass

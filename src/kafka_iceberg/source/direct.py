@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Offsets = dict[str, dict[str, int]]  # {topic: {partition: next offset}}, as in the commit marker
+Offsets = dict[str, dict[int, int]]  # {topic: {partition: next offset}}, as in the commit marker
 _OFFSET_BEGINNING, _OFFSET_END = -2, -1
 _POLL_CHUNK = 10_000
 
@@ -104,7 +104,7 @@ class DirectReader:
     _targets: dict[tuple[str, int], int] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def open(self, resume: Mapping[str, Mapping[str, int]] | None) -> None:
+    def open(self, resume: Mapping[str, Mapping[int, int]] | None) -> None:
         """Assign every partition of the subscription, positioned after the last commit.
 
         Args:
@@ -149,14 +149,14 @@ class DirectReader:
             return int(offsets.get(topic, {}).get(str(partition), _OFFSET_BEGINNING))
         return _OFFSET_BEGINNING
 
-    def _assign(self, resume: Mapping[str, Mapping[str, int]]) -> None:
+    def _assign(self, resume: Mapping[str, Mapping[int, int]]) -> None:
         from confluent_kafka import TopicPartition
 
         assignment = []
         for topic, partition in self._partitions():
             if (topic, partition) in self._positions:
                 continue
-            start = resume.get(topic, {}).get(str(partition))
+            start = resume.get(topic, {}).get(partition)
             position = int(start) if start is not None else self._start(topic, partition)
             low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
             if position == _OFFSET_BEGINNING:
@@ -223,14 +223,14 @@ class DirectReader:
         """Next offset of every assigned partition (the whole position, not just this batch)."""
         out: Offsets = {}
         for (topic, partition), position in sorted(self._positions.items()):
-            out.setdefault(topic, {})[str(partition)] = position
+            out.setdefault(topic, {})[partition] = position
         return out
 
     def commit_group(self, offsets: Offsets) -> None:
         """Record ``offsets`` as the consumer group's position (for lag tools; not for resuming)."""
         from confluent_kafka import TopicPartition
 
-        parts = [TopicPartition(t, int(p), o) for t, ps in offsets.items() for p, o in ps.items()]
+        parts = [TopicPartition(t, p, o) for t, ps in offsets.items() for p, o in ps.items()]
         if parts:
             self._consumer.commit(offsets=parts, asynchronous=False)
 
@@ -250,5 +250,5 @@ class DirectReader:
 
         for topic, parts in offsets.items():
             for partition, position in parts.items():
-                self._positions[(topic, int(partition))] = position
-                self._consumer.seek(TopicPartition(topic, int(partition), position))
+                self._positions[(topic, partition)] = position
+                self._consumer.seek(TopicPartition(topic, partition, position))
