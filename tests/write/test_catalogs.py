@@ -171,8 +171,12 @@ CASES: dict[str, dict[str, Any]] = {
             "account_key": "${secret:azure/key}",
         },
     },
-    "storage_local": {"type": "jdbc", "uri": "jdbc:sqlite:/tmp/catalog.db", "warehouse": "file:///tmp/wh",
-                      "storage": {"type": "local"}},  # fmt: skip
+    "storage_local": {
+        "type": "jdbc",
+        "uri": "jdbc:sqlite:/tmp/catalog.db",
+        "warehouse": "file:///tmp/wh",
+        "storage": {"type": "local"},
+    },
 }
 
 
@@ -241,10 +245,14 @@ def test_osstables_renders_the_exact_settings_of_the_kafka_connect_guide():
     assert props["rest.auth.type"] == "sigv4"
     out = render("oss", profile)
     assert out.conf["spark.sql.catalog.oss"] == "org.apache.iceberg.spark.SparkCatalog"
-    assert out.jvm_options == list(AWS_CHECKSUM_JVM_OPTIONS) == [
-        "-Daws.requestChecksumCalculation=when_required",
-        "-Daws.responseChecksumValidation=when_required",
-    ]
+    assert (
+        out.jvm_options
+        == list(AWS_CHECKSUM_JVM_OPTIONS)
+        == [
+            "-Daws.requestChecksumCalculation=when_required",
+            "-Daws.responseChecksumValidation=when_required",
+        ]
+    )
 
 
 def test_s3tables_signs_as_s3tables_against_the_regional_endpoint():
@@ -271,8 +279,12 @@ def test_printing_masks_every_credential(case):
 
 
 def test_literal_credentials_are_masked_too():
-    out = render("lake", PROFILE.validate_python({**CASES["rest_oauth2"], "auth": {
-        "type": "oauth2", "client_id": "me", "client_secret": "hunter2"}}))  # fmt: skip
+    out = render(
+        "lake",
+        PROFILE.validate_python(
+            {**CASES["rest_oauth2"], "auth": {"type": "oauth2", "client_id": "me", "client_secret": "hunter2"}}
+        ),
+    )
     assert out.conf["spark.sql.catalog.lake.credential"] == "me:hunter2"
     assert "hunter2" not in json.dumps(out.masked())
 
@@ -286,8 +298,17 @@ def test_literal_credentials_are_masked_too():
         ({"type": "s3tables", "region": "us-east-1", "table_bucket_arn": "my-bucket"}, "arn:aws:s3tables"),
         ({**CASES["osstables"], "table_bucket_arn": "arn:aws:s3tables:x"}, "acs:osstables"),
         ({"type": "unity", "workspace_url": "w", "catalog": "c"}, "either token"),
-        ({"type": "unity", "workspace_url": "w", "catalog": "c", "token": "t", "client_id": "i",
-          "client_secret": "s"}, "either token"),  # fmt: skip
+        (
+            {
+                "type": "unity",
+                "workspace_url": "w",
+                "catalog": "c",
+                "token": "t",
+                "client_id": "i",
+                "client_secret": "s",
+            },
+            "either token",
+        ),
         ({"type": "jdbc", "uri": "postgresql://db", "warehouse": "w"}, "jdbc:"),
     ],
 )
