@@ -273,9 +273,9 @@ class LocalStack:
     def _answers(self, state: StackState, name: str) -> bool:
         if name == "seaweedfs":
             signed = state.s3_access_key_id is not None
-            return _http_ok(f"{state.catalog_uri}/v1/config", signed=signed) and _http_ok(
-                state.s3_endpoint + "/", signed=signed
-            )
+            # The table bucket appears ~0.7 s after the catalog answers; until then namespace calls 404.
+            bucket = f"{state.catalog_uri}/v1/{TABLE_BUCKET}/namespaces"
+            return _http_ok(bucket, signed=signed) and _http_ok(state.s3_endpoint + "/", signed=signed)
         return _kafka_ok(state.kafka_bootstrap)
 
     def _alive_and_answering(self, state: StackState, name: str) -> bool:
