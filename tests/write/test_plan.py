@@ -259,3 +259,24 @@ def test_upsert_keys_must_be_columns_of_the_batch():
     with pytest.raises(ConfigError) as err:
         build_plan(spec, "c.n.t", TableState(namespace_exists=True, exists=False), struct(("id", LongType())))
     assert [p.key_path for p in err.value.problems] == ["key_fields[1]", "sequence_field"]
+
+
+def test_describe_of_a_new_table():
+    spec = make_spec(namespace="sales", name="orders", partitioning=["days(ts)"], write={"sort_order": ["ts"]})
+    plan = build_plan(spec, "lake.sales.orders", TableState(namespace_exists=False, exists=False), BATCH)
+    assert plan.describe() == "\n".join(
+        [
+            "table lake.sales.orders",
+            "  + create namespace lake.sales",
+            "  + create table",
+            "      id BIGINT",
+            "      name STRING",
+            "      ts TIMESTAMP",
+            "  + partitioned by days(`ts`)",
+            "  + write ordered by `ts` ASC",
+            "  + property format-version=2",
+            "  + property write.merge.mode=merge-on-read",
+            "  + property write.parquet.compression-codec=zstd",
+            "  + property write.target-file-size-bytes=134217728",
+        ]
+    )

@@ -97,8 +97,8 @@ def drop_internal(rows: DataFrame) -> DataFrame:
 
 def aligned(rows: DataFrame, table: StructType, *, keep: Sequence[str] = ()) -> DataFrame:
     """``rows`` reshaped to the table's columns (order, types, missing as NULL), plus ``keep`` columns."""
-    exprs = align({c: rows[c] for c in rows.columns}, rows.schema, table)
-    return rows.select(*exprs, *[rows[c] for c in keep if c in rows.columns])
+    exprs = align({c: rows[quote(c)] for c in rows.columns}, rows.schema, table)
+    return rows.select(*exprs, *[rows[quote(c)] for c in keep if c in rows.columns])
 
 
 def latest_per_key(rows: DataFrame, keys: Sequence[str], sequence: str) -> DataFrame:

@@ -49,7 +49,9 @@ class TableState:
 class TablePlan:
     """A frozen description of what would be created or evolved; :meth:`statements` carries it out.
 
-    ``desired`` is the batch schema the plan was made for (internal ``_ki_*`` columns left out).
+    ``desired`` is the batch schema the plan was made for (internal ``_ki_*`` columns left out);
+    ``partitioned_by`` is the partition spec of a table to create (in its CREATE statement, or added
+    right after it as ``add_partition_fields`` when SeaweedFS would refuse it at CREATE).
     """
 
     table: str
@@ -60,6 +62,7 @@ class TablePlan:
     widen_types: tuple[WidenType, ...] = ()
     make_optional: tuple[MakeOptional, ...] = ()
     add_partition_fields: tuple[str, ...] = ()
+    partitioned_by: tuple[str, ...] = ()
     sort_order: str | None = None
     set_properties: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -108,12 +111,14 @@ class TablePlan:
             f"  ~ widen {dotted(w.path)}: {sql_type(w.from_type)} -> {sql_type(w.to_type)}" for w in self.widen_types
         ]
         lines += [f"  ~ make {dotted(o.path)} optional" for o in self.make_optional]
-        verb = "partitioned by" if self.create_table else "add partition field"
-        lines += [f"  + {verb} {p}" for p in self.add_partition_fields]
+        if self.create_table:
+            lines.append("  + partitioned by " + (", ".join(self.partitioned_by) or "nothing (unpartitioned)"))
+        else:
+            lines += [f"  + add partition field {p}" for p in self.add_partition_fields]
         if self.sort_order:
             lines.append(f"  + write ordered by {self.sort_order}")
-        verb = "property" if self.create_table else "set"
-        lines += [f"  ~ {verb} {k}={v}" for k, v in sorted(self.set_properties.items())]
+        mark = "+ property" if self.create_table else "~ set"
+        lines += [f"  {mark} {k}={v}" for k, v in sorted(self.set_properties.items())]
         if len(lines) == 1:
             lines.append("  = no changes")
         lines += [f"  ! {n}" for n in self.notes]
@@ -247,6 +252,7 @@ def build_plan(spec: TableSpec, table: str, state: TableState, batch: StructType
             create_namespace=not state.namespace_exists,
             create_table=" ".join(ddl),
             add_partition_fields=tuple(partition_sql(pf) for pf in fields) if deferred else (),
+            partitioned_by=tuple(partition_sql(pf) for pf in fields),
             sort_order=sort_sql,
             set_properties=props,
             notes=tuple(notes),

@@ -279,7 +279,7 @@ class TableWriter:
             keys = [self._column(k, table_schema) for k in self.spec.key_fields]
             sequence = self._column(self.spec.sequence_field or modes.SEQUENCE_FIELD_DEFAULT, table_schema)
             keep = [c for c in rows.columns if not c.startswith("_ki_") or c == TOMBSTONE_COLUMN]
-            source = modes.upsert_source(rows.select(*[rows[c] for c in keep]), table_schema, keys, sequence)
+            source = modes.upsert_source(rows.select(*[rows[quote(c)] for c in keep]), table_schema, keys, sequence)
             modes.run_merge(source, self.quoted, table_schema.names, keys, sequence)
             return
         data = modes.aligned(modes.drop_internal(rows), table_schema)
