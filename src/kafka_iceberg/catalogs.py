@@ -8,12 +8,14 @@ one session and can be added to a running session. Values keep their ``${...}`` 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from kafka_iceberg.config import Frozen
+from kafka_iceberg.refs import MASK, find_refs, mask_mapping
 
 SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
@@ -22,6 +24,13 @@ GCS_FILE_IO = "org.apache.iceberg.gcp.gcs.GCSFileIO"
 ADLS_FILE_IO = "org.apache.iceberg.azure.adlsv2.ADLSFileIO"
 S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 AWS_BUNDLE = "iceberg-aws-bundle"
+SIGV4_ENABLED = "rest.sigv4-enabled"  # the key S3 Tables' and OSS Tables' own guides give (seed 000)
+# Iceberg 1.10 reads rest.sigv4-enabled as a deprecated alias of rest.auth.type=sigv4; both are set so
+# the profile works on older runtimes and after the alias is removed. The signer wraps no other auth.
+SIGV4_AUTH = {"rest.auth.type": "sigv4", "rest.auth.sigv4.delegate-auth-type": "none"}
+OSS_ARN = re.compile(r"^acs:osstables:[a-z0-9-]+:\d+:bucket/[a-z0-9][a-z0-9-]*$")
+S3TABLES_ARN = re.compile(r"^arn:aws[a-z-]*:s3tables:[a-z0-9-]+:\d{12}:bucket/[a-z0-9][a-z0-9-]*$")
+UNITY_OAUTH_SCOPE = "all-apis"
 # AWS SDK 2.20+ sends aws-chunked uploads that OSS rejects (seed 000): checksums only when required.
 AWS_CHECKSUM_JVM_OPTIONS = (
     "-Daws.requestChecksumCalculation=when_required",
@@ -91,6 +100,25 @@ class RestAuth(Frozen):
     access_key_id: str | None = None
     secret_access_key: str | None = None
 
+    @model_validator(mode="after")
+    def _complete(self) -> RestAuth:
+        if self.type == "bearer" and not self.token:
+            raise ValueError("auth.token for auth type bearer")
+        if self.type == "oauth2" and not (self.client_id and self.client_secret):
+            raise ValueError("auth.client_id and auth.client_secret for auth type oauth2")
+        if self.type == "sigv4":
+            if not self.signing_region:
+                raise ValueError("auth.signing_region for auth type sigv4")
+            if bool(self.access_key_id) != bool(self.secret_access_key):
+                raise ValueError("both auth.access_key_id and auth.secret_access_key, or neither (default AWS chain)")
+        return self
+
+
+def _arn(value: str, pattern: re.Pattern[str], expected: str) -> str:
+    if not find_refs(value) and not pattern.match(value):
+        raise ValueError(expected)
+    return value
+
 
 class RestCatalog(_Profile):
     """Any Iceberg REST catalog."""
@@ -110,6 +138,11 @@ class S3TablesCatalog(_Profile):
     access_key_id: str | None = None
     secret_access_key: str | None = None
 
+    @field_validator("table_bucket_arn")
+    @classmethod
+    def _bucket_arn(cls, value: str) -> str:
+        return _arn(value, S3TABLES_ARN, "a table bucket ARN, arn:aws:s3tables:<region>:<account>:bucket/<name>")
+
 
 class OssTablesCatalog(_Profile):
     """Alibaba Cloud OSS Tables: REST with SigV4 signing name ``osstables``, S3FileIO on OSS."""
@@ -122,6 +155,11 @@ class OssTablesCatalog(_Profile):
     network: Literal["internal", "public"] = "internal"
     uri: str | None = None
     s3_endpoint: str | None = None
+
+    @field_validator("table_bucket_arn")
+    @classmethod
+    def _bucket_arn(cls, value: str) -> str:
+        return _arn(value, OSS_ARN, "a table bucket ARN, acs:osstables:<region>:<account>:bucket/<name>")
 
 
 class PolarisCatalog(_Profile):
@@ -138,12 +176,21 @@ class PolarisCatalog(_Profile):
 
 
 class UnityCatalog(_Profile):
-    """Databricks Unity Catalog's Iceberg REST endpoint."""
+    """Databricks Unity Catalog's Iceberg REST endpoint: a token, or OAuth M2M with a service principal."""
 
     type: Literal["unity"]
     workspace_url: str
     catalog: str
-    token: str
+    token: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> UnityCatalog:
+        oauth = bool(self.client_id and self.client_secret)
+        if bool(self.token) == oauth or bool(self.client_id) != bool(self.client_secret):
+            raise ValueError("either token, or client_id and client_secret (a service principal's OAuth secret)")
+        return self
 
 
 class GlueCatalog(_Profile):
@@ -211,13 +258,31 @@ class RenderedCatalog:
     conf: dict[str, str] = field(default_factory=dict)
     jvm_options: list[str] = field(default_factory=list)
     cluster_jars: list[str] = field(default_factory=list)
+    secret_keys: set[str] = field(default_factory=set)
 
-    def set(self, key: str, value: str | bool | int | None) -> None:
-        """Set ``spark.sql.catalog.<name>.<key>`` (skipped when value is None)."""
+    def key(self, key: str) -> str:
+        """The full Spark setting of a catalog property."""
+        return f"spark.sql.catalog.{self.name}.{key}" if key else f"spark.sql.catalog.{self.name}"
+
+    def set(self, key: str, value: str | bool | int | None, *, secret: bool = False) -> None:
+        """Set ``spark.sql.catalog.<name>.<key>`` (skipped when value is None); ``secret`` values print masked."""
         if value is None:
             return
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        self.conf[f"spark.sql.catalog.{self.name}.{key}" if key else f"spark.sql.catalog.{self.name}"] = text
+        self.conf[self.key(key)] = text
+        if secret:
+            self.secret_keys.add(self.key(key))
+
+    def properties(self) -> dict[str, str]:
+        """The catalog properties (``uri``, ``warehouse``, ...) without ``spark.sql.catalog.<name>.``."""
+        prefix = self.key("") + "."
+        return {k[len(prefix) :]: v for k, v in self.conf.items() if k.startswith(prefix)}
+
+    def masked(self) -> dict[str, str]:
+        """The settings as ``plan`` prints them: credentials masked."""
+        out = mask_mapping(self.conf)
+        out.update({k: MASK for k in self.secret_keys if self.conf.get(k)})
+        return out
 
 
 def _render_storage(out: RenderedCatalog, storage: Storage | None) -> None:
@@ -238,8 +303,8 @@ def _render_storage(out: RenderedCatalog, storage: Storage | None) -> None:
                     "hadoop.fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
                 )
             out.set("hadoop.fs.s3a.access.key", storage.access_key_id)
-            out.set("hadoop.fs.s3a.secret.key", storage.secret_access_key)
-            out.set("hadoop.fs.s3a.session.token", storage.session_token)
+            out.set("hadoop.fs.s3a.secret.key", storage.secret_access_key, secret=True)
+            out.set("hadoop.fs.s3a.session.token", storage.session_token, secret=True)
             return
         out.set("io-impl", S3_FILE_IO)
         out.set("s3.endpoint", storage.endpoint)
@@ -247,8 +312,8 @@ def _render_storage(out: RenderedCatalog, storage: Storage | None) -> None:
         if storage.path_style:
             out.set("s3.path-style-access", True)
         out.set("s3.access-key-id", storage.access_key_id)
-        out.set("s3.secret-access-key", storage.secret_access_key)
-        out.set("s3.session-token", storage.session_token)
+        out.set("s3.secret-access-key", storage.secret_access_key, secret=True)
+        out.set("s3.session-token", storage.session_token, secret=True)
         if storage.anonymous:
             out.set("s3.remote-signing-enabled", False)
             out.set(
@@ -258,34 +323,43 @@ def _render_storage(out: RenderedCatalog, storage: Storage | None) -> None:
     elif isinstance(storage, GcsStorage):
         out.set("io-impl", GCS_FILE_IO)
         out.set("gcs.project-id", storage.project_id)
-        out.set("gcs.oauth2.token", storage.oauth2_token)
+        out.set("gcs.oauth2.token", storage.oauth2_token, secret=True)
     elif isinstance(storage, AdlsStorage):
         out.set("io-impl", ADLS_FILE_IO)
-        out.set(f"adls.sas-token.{storage.account}.dfs.core.windows.net", storage.sas_token)
+        out.set(f"adls.sas-token.{storage.account}.dfs.core.windows.net", storage.sas_token, secret=True)
         if storage.account_key:
             out.set("adls.auth.shared-key.account.name", storage.account)
-            out.set("adls.auth.shared-key.account.key", storage.account_key)
+            out.set("adls.auth.shared-key.account.key", storage.account_key, secret=True)
     else:
         out.set("io-impl", HADOOP_FILE_IO)
+
+
+def _render_sigv4(
+    out: RenderedCatalog, name: str | None, region: str | None, key_id: str | None, secret: str | None
+) -> None:
+    out.set(SIGV4_ENABLED, True)
+    for key, value in SIGV4_AUTH.items():
+        out.set(key, value)
+    out.set("rest.signing-name", name)
+    out.set("rest.signing-region", region)
+    out.set("rest.access-key-id", key_id)
+    out.set("rest.secret-access-key", secret, secret=True)
+    out.cluster_jars.append(AWS_BUNDLE)
 
 
 def _render_rest_auth(out: RenderedCatalog, auth: RestAuth) -> None:
     if auth.type == "none":
         out.set("rest.auth.type", "none")
     elif auth.type == "bearer":
-        out.set("token", auth.token)
+        out.set("rest.auth.type", "oauth2")  # a static bearer token is OAuth2 auth without a token exchange
+        out.set("token", auth.token, secret=True)
     elif auth.type == "oauth2":
         out.set("rest.auth.type", "oauth2")
-        out.set("credential", f"{auth.client_id}:{auth.client_secret}")
+        out.set("credential", f"{auth.client_id}:{auth.client_secret}", secret=True)
         out.set("scope", auth.scope)
         out.set("oauth2-server-uri", auth.server_uri)
     else:
-        out.set("rest.sigv4-enabled", True)
-        out.set("rest.signing-name", auth.signing_name)
-        out.set("rest.signing-region", auth.signing_region)
-        out.set("rest.access-key-id", auth.access_key_id)
-        out.set("rest.secret-access-key", auth.secret_access_key)
-        out.cluster_jars.append(AWS_BUNDLE)
+        _render_sigv4(out, auth.signing_name, auth.signing_region, auth.access_key_id, auth.secret_access_key)
 
 
 def render(name: str, profile: CatalogProfile) -> RenderedCatalog:
@@ -309,48 +383,47 @@ def render(name: str, profile: CatalogProfile) -> RenderedCatalog:
         out.set("type", "rest")
         out.set("uri", f"https://s3tables.{profile.region}.amazonaws.com/iceberg")
         out.set("warehouse", profile.table_bucket_arn)
-        out.set("rest.sigv4-enabled", True)
-        out.set("rest.signing-name", "s3tables")
-        out.set("rest.signing-region", profile.region)
-        out.set("rest.access-key-id", profile.access_key_id)
-        out.set("rest.secret-access-key", profile.secret_access_key)
+        _render_sigv4(out, "s3tables", profile.region, profile.access_key_id, profile.secret_access_key)
         out.set("io-impl", S3_FILE_IO)
         out.set("client.region", profile.region)
-        out.cluster_jars.append(AWS_BUNDLE)
+        out.set("rest-metrics-reporting-enabled", False)  # the S3 Tables endpoint takes no metrics reports
     elif isinstance(profile, OssTablesCatalog):
+        # Exactly the settings of OSS Tables' Kafka Connect guide (seed 000), plus the sigv4 auth type.
         suffix = "-internal" if profile.network == "internal" else ""
         out.set("type", "rest")
         out.set("uri", profile.uri or f"https://{profile.region}{suffix}.oss-tables.aliyuncs.com/iceberg")
-        out.set("rest.sigv4-enabled", True)
-        out.set("rest.signing-region", profile.region)
         out.set("warehouse", profile.table_bucket_arn)
-        out.set("rest.signing-name", "osstables")
-        out.set("rest.access-key-id", profile.access_key_id)
-        out.set("rest.secret-access-key", profile.secret_access_key)
+        _render_sigv4(out, "osstables", profile.region, profile.access_key_id, profile.secret_access_key)
         # The catalog hands out oss:// locations but storage speaks S3: force S3FileIO.
         out.set("io-impl", S3_FILE_IO)
         out.set("s3.endpoint", profile.s3_endpoint or f"https://oss-{profile.region}{suffix}.aliyuncs.com")
         out.set("s3.access-key-id", profile.access_key_id)
-        out.set("s3.secret-access-key", profile.secret_access_key)
+        out.set("s3.secret-access-key", profile.secret_access_key, secret=True)
         out.set("s3.path-style-access", True)
         out.set("client.region", profile.region)
         out.jvm_options.extend(AWS_CHECKSUM_JVM_OPTIONS)
-        out.cluster_jars.append(AWS_BUNDLE)
     elif isinstance(profile, PolarisCatalog):
         out.set("type", "rest")
         out.set("uri", profile.uri)
         out.set("warehouse", profile.warehouse)
         out.set("rest.auth.type", "oauth2")
-        out.set("credential", f"{profile.client_id}:{profile.client_secret}")
+        out.set("credential", f"{profile.client_id}:{profile.client_secret}", secret=True)
         out.set("scope", profile.scope)
         out.set("oauth2-server-uri", profile.oauth2_server_uri or f"{profile.uri.rstrip('/')}/v1/oauth/tokens")
         if profile.vended_credentials:
             out.set("header.X-Iceberg-Access-Delegation", "vended-credentials")
     elif isinstance(profile, UnityCatalog):
+        workspace = profile.workspace_url.rstrip("/")
         out.set("type", "rest")
-        out.set("uri", f"{profile.workspace_url.rstrip('/')}/api/2.1/unity-catalog/iceberg-rest")
+        out.set("uri", f"{workspace}/api/2.1/unity-catalog/iceberg-rest")
         out.set("warehouse", profile.catalog)
-        out.set("token", profile.token)
+        out.set("rest.auth.type", "oauth2")
+        if profile.token:
+            out.set("token", profile.token, secret=True)
+        else:
+            out.set("credential", f"{profile.client_id}:{profile.client_secret}", secret=True)
+            out.set("oauth2-server-uri", f"{workspace}/oidc/v1/token")
+            out.set("scope", UNITY_OAUTH_SCOPE)
         out.set("header.X-Iceberg-Access-Delegation", "vended-credentials")
     elif isinstance(profile, GlueCatalog):
         out.set("type", "glue")
@@ -371,7 +444,7 @@ def render(name: str, profile: CatalogProfile) -> RenderedCatalog:
         out.set("uri", profile.uri)
         out.set("warehouse", profile.warehouse)
         out.set("jdbc.user", profile.user)
-        out.set("jdbc.password", profile.password)
+        out.set("jdbc.password", profile.password, secret=True)
     _render_storage(out, profile.storage)
     for key, value in profile.properties.items():
         out.set(key, value)

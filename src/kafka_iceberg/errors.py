@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "CommitConflictError",
+    "CommitMarkerError",
     "ConfigError",
     "ExpectationFailedError",
     "JarResolutionError",
@@ -20,6 +21,7 @@ __all__ = [
     "NotInstalledError",
     "Problem",
     "RecordError",
+    "SchemaMismatchError",
     "SecretResolutionError",
     "StackError",
 ]
@@ -116,6 +118,19 @@ class StackError(KafkaIcebergError):
 
 class CommitConflictError(KafkaIcebergError):
     """An Iceberg commit still conflicted after every retry."""
+
+
+class CommitMarkerError(KafkaIcebergError):
+    """A commit's idempotency marker could not be written to or read from the snapshot summary."""
+
+
+class SchemaMismatchError(KafkaIcebergError):
+    """A batch's schema differs from the table's in a way the table's ``schema_evolution`` forbids."""
+
+    def __init__(self, message: str, *, table: str, fields: Sequence[str]):
+        super().__init__(message)
+        self.table = table
+        self.fields = tuple(fields)
 
 
 class ExpectationFailedError(KafkaIcebergError):

@@ -1,0 +1,224 @@
+"""The few places the writer talks to Iceberg's Java API through py4j.
+
+Spark SQL cannot read snapshot summaries cheaply or attach properties to a MERGE's snapshot, so:
+
+- :class:`IcebergTable` loads the table Spark's catalog holds (the same cached instance Spark writes
+  through), refreshes it, and reads schema, partition spec, sort order, properties and snapshots.
+- :func:`with_commit_properties` runs a Spark action inside
+  ``org.apache.iceberg.spark.CommitMetadata.withCommitProperties``, so every snapshot that action
+  commits carries the given summary entries. One mechanism for append, overwrite and MERGE.
+  It needs a classic (py4j) session: Spark Connect has no JVM gateway.
+- :func:`conflict_reason` recognises a commit conflict in an exception surfaced through py4j.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import StructType
+
+from kafka_iceberg.errors import CommitMarkerError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+COMMIT_METADATA = "org.apache.iceberg.spark.CommitMetadata"
+COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
+COMMIT_STATE_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+VALIDATION = "org.apache.iceberg.exceptions.ValidationException"
+# ValidationException also reports schema and argument problems; only these messages are conflicts
+# with a concurrent commit (Iceberg's MergingSnapshotProducer / BaseOverwriteFiles / BaseRowDelta).
+CONFLICT_MESSAGES = ("conflicting", "missing required files to delete", "cannot commit, found new", "concurrent")
+_MAX_CAUSES = 20
+
+# Iceberg's transform names (Transform.toString) for the table-spec transforms.
+TRANSFORM_NAMES = {"identity": "identity", "years": "year", "months": "month", "days": "day", "hours": "hour"}
+
+_callback_lock = threading.Lock()
+_callback_started: set[int] = set()
+
+
+def jvm(spark: SparkSession) -> Any:
+    """The session's py4j JVM view.
+
+    Raises:
+        CommitMarkerError: the session has no JVM gateway (Spark Connect).
+    """
+    view = spark.sparkContext._jvm
+    if view is None:
+        raise CommitMarkerError("the writer needs a classic Spark session with a JVM gateway, not Spark Connect")
+    return view
+
+
+def transform_name(transform: str, width: int | None) -> str:
+    """Iceberg's ``Transform.toString()`` for a table-spec transform: ``bucket(16, c)`` → ``bucket[16]``."""
+    if transform in ("bucket", "truncate"):
+        return f"{transform}[{width}]"
+    return TRANSFORM_NAMES[transform]
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """One snapshot as the writer needs it."""
+
+    snapshot_id: int
+    parent_id: int | None
+    operation: str | None
+    java: Any
+
+    def get(self, key: str) -> str | None:
+        """One summary entry (one py4j call, not the whole map)."""
+        value = self.java.summary().get(key)
+        return None if value is None else str(value)
+
+    def summary(self) -> dict[str, str]:
+        """The whole summary."""
+        return {str(k): str(v) for k, v in dict(self.java.summary()).items()}
+
+
+class IcebergTable:
+    """An Iceberg table seen through Spark's catalog (``catalog.namespace.name``)."""
+
+    def __init__(self, spark: SparkSession, name: str):
+        self._spark = spark
+        self.name = name
+        self._java: Any = None
+
+    @property
+    def java(self) -> Any:
+        """The ``org.apache.iceberg.Table``, loaded on first use."""
+        if self._java is None:
+            spark3 = jvm(self._spark).org.apache.iceberg.spark.Spark3Util
+            self._java = spark3.loadIcebergTable(self._spark._jsparkSession, self.name)
+        return self._java
+
+    def refresh(self) -> IcebergTable:
+        """Reload the table's current metadata from the catalog (other writers' commits included)."""
+        self.java.refresh()
+        return self
+
+    def forget(self) -> None:
+        """Drop the loaded instance (after the table was created or dropped)."""
+        self._java = None
+
+    def schema(self) -> StructType:
+        """The table schema as a Spark StructType (nullability included)."""
+        spark_type = jvm(self._spark).org.apache.iceberg.spark.SparkSchemaUtil.convert(self.java.schema())
+        return StructType.fromJson(json.loads(spark_type.json()))
+
+    def partition_fields(self) -> list[tuple[str, str]]:
+        """``(transform, source column)`` of the current spec, ``void`` fields left out."""
+        schema = self.java.schema()
+        out = []
+        for f in self.java.spec().fields():
+            transform = str(f.transform().toString())
+            if transform != "void":
+                out.append((transform, str(schema.findColumnName(f.sourceId()))))
+        return out
+
+    def sort_fields(self) -> list[tuple[str, str]]:
+        """``(column, ASC|DESC)`` of the current sort order (identity transforms only)."""
+        schema = self.java.schema()
+        return [
+            (str(schema.findColumnName(f.sourceId())), str(f.direction().toString()))
+            for f in self.java.sortOrder().fields()
+        ]
+
+    def properties(self) -> dict[str, str]:
+        """Table properties."""
+        return {str(k): str(v) for k, v in dict(self.java.properties()).items()}
+
+    def metadata_location(self) -> str:
+        """Location of the current metadata file."""
+        return str(self.java.operations().current().metadataFileLocation())
+
+    def ancestry(self) -> Iterator[SnapshotInfo]:
+        """The current snapshot, then its parent, and so on (snapshots of other branches left out)."""
+        snap = self.java.currentSnapshot()
+        while snap is not None:
+            parent = snap.parentId()
+            op = snap.operation()
+            yield SnapshotInfo(
+                int(snap.snapshotId()), None if parent is None else int(parent), None if op is None else str(op), snap
+            )
+            snap = None if parent is None else self.java.snapshot(parent)
+
+
+class _Action:
+    """A Python ``java.util.concurrent.Callable``: runs ``fn`` and keeps its exception for Python."""
+
+    def __init__(self, fn: Callable[[], object]):
+        self.fn = fn
+        self.error: BaseException | None = None
+
+    def call(self) -> None:
+        try:
+            self.fn()
+        except Exception as exc:  # re-raised in the calling thread with its py4j details intact
+            self.error = exc
+
+    class Java:
+        implements = ["java.util.concurrent.Callable"]
+
+
+def with_commit_properties(spark: SparkSession, properties: Mapping[str, str], fn: Callable[[], object]) -> None:
+    """Run ``fn`` so that every snapshot it commits carries ``properties`` in its summary.
+
+    The properties live in a JVM thread-local; with py4j's pinned threads (Spark's default) the
+    callback and the Spark calls it makes run on the JVM thread that set them.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    with _callback_lock:
+        if id(gateway) not in _callback_started:
+            ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+            _callback_started.add(id(gateway))
+    view = jvm(spark)
+    props = view.java.util.HashMap()
+    for key, value in properties.items():
+        props.put(key, value)
+    action = _Action(fn)
+    exc_class = view.java.lang.Class.forName("java.lang.RuntimeException")
+    view.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(props, action, exc_class)
+    if action.error is not None:
+        raise action.error
+
+
+def java_causes(exc: BaseException) -> Iterator[tuple[str, str]]:
+    """``(class name, message)`` of the Java exception behind ``exc`` and each of its causes."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    depth = 0
+    while java is not None and depth < _MAX_CAUSES:
+        try:
+            name = str(java.getClass().getName())
+            message = str(java.getMessage() or "")
+            java = java.getCause()
+        except Exception:  # not a live Java object
+            return
+        depth += 1
+        yield name, message
+
+
+def conflict_reason(exc: BaseException) -> str | None:
+    """The commit conflict behind ``exc`` (``"CommitFailedException: ..."``), or None if it is something else."""
+    for name, message in java_causes(exc):
+        short = name.rsplit(".", 1)[-1]
+        if name in (COMMIT_FAILED, COMMIT_STATE_UNKNOWN):
+            return f"{short}: {message}"
+        if name == VALIDATION and any(m in message.lower() for m in CONFLICT_MESSAGES):
+            return f"{short}: {message}"
+    # No live Java exception (a converted pyspark error, a test double): read the text.
+    text = str(exc)
+    for name in (COMMIT_FAILED, COMMIT_STATE_UNKNOWN, VALIDATION):
+        if name not in text:
+            continue
+        lines = text.split(name, 1)[1].lstrip(": ").splitlines()
+        tail = lines[0] if lines else ""
+        if name != VALIDATION or any(m in tail.lower() for m in CONFLICT_MESSAGES):
+            return f"{name.rsplit('.', 1)[-1]}: {tail}"
+    return None

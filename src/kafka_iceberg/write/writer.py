@@ -1,0 +1,289 @@
+"""The write stage: one :class:`TableWriter` per target table.
+
+``plan``/``apply`` create the namespace and table or evolve them; ``commit`` writes one batch as one
+Iceberg commit carrying the idempotency marker, skipping batches already committed and retrying
+commit conflicts. See docs/write.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kafka_iceberg.config import IDENTIFIER, IDENTIFIER_EXPECTED
+from kafka_iceberg.errors import CommitMarkerError, ConfigError
+from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.write import commit as modes
+from kafka_iceberg.write.jvm import IcebergTable, SnapshotInfo, with_commit_properties
+from kafka_iceberg.write.marker import BATCH_ID_KEY, PIPELINE_KEY, STREAM_KEY, CommitMarker, CommitResult
+from kafka_iceberg.write.plan import TablePlan, TableState, build_plan, check_identifiers
+from kafka_iceberg.write.properties import (
+    COMMIT_MAX_WAIT_MS,
+    COMMIT_MAX_WAIT_MS_DEFAULT,
+    COMMIT_MIN_WAIT_MS,
+    COMMIT_MIN_WAIT_MS_DEFAULT,
+    COMMIT_NUM_RETRIES,
+    COMMIT_NUM_RETRIES_DEFAULT,
+    int_property,
+    spec_file,
+)
+from kafka_iceberg.write.schema import TOMBSTONE_COLUMN, quote
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+# Errors of a statement another writer ran first (table, namespace, column or partition field exists).
+_RACE_WORDS = ("already exists", "duplicate")
+
+
+class TableWriter:
+    """Creates, evolves and commits to one Iceberg table.
+
+    Args:
+        spark: the session; the catalog must already be attached (:func:`kafka_iceberg.session.attach_catalogs`).
+        catalog: Spark catalog name of the target.
+        spec: the table spec.
+        pipeline_id: the pipeline's id, written into every commit marker.
+        sleep: waits between retries (seconds); replaced in tests.
+
+    Raises:
+        ConfigError: a catalog, namespace, table or pipeline name that is not a plain identifier, or a
+            ``commit.retry.*`` property that is not a non-negative integer.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        catalog: str,
+        spec: TableSpec,
+        *,
+        pipeline_id: str,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        check_identifiers(spec, catalog)
+        if not IDENTIFIER.match(pipeline_id):
+            raise ConfigError.one(spec_file(spec), "pipeline", pipeline_id, IDENTIFIER_EXPECTED, "INVALID_IDENTIFIER")
+        self.spark = spark
+        self.catalog = catalog
+        self.spec = spec
+        self.pipeline_id = pipeline_id
+        self.table = f"{catalog}.{spec.namespace}.{spec.name}"
+        self.retry_policy = modes.RetryPolicy(
+            num_retries=int_property(spec, COMMIT_NUM_RETRIES, COMMIT_NUM_RETRIES_DEFAULT),
+            min_wait_ms=int_property(spec, COMMIT_MIN_WAIT_MS, COMMIT_MIN_WAIT_MS_DEFAULT),
+            max_wait_ms=int_property(spec, COMMIT_MAX_WAIT_MS, COMMIT_MAX_WAIT_MS_DEFAULT),
+        )
+        self._sleep = sleep
+        self._iceberg = IcebergTable(spark, self.table)
+
+    @property
+    def quoted(self) -> str:
+        """The table's name as a quoted Spark SQL identifier."""
+        return ".".join(quote(p) for p in (self.catalog, self.spec.namespace, self.spec.name))
+
+    # -- table management --------------------------------------------------------------------------
+    def exists(self) -> bool:
+        """Whether the table exists in the catalog."""
+        return bool(self.spark.catalog.tableExists(self.table))
+
+    def current_schema(self) -> StructType | None:
+        """The table's schema (refreshed from the catalog), or None when there is no table."""
+        if not self.exists():
+            return None
+        return self._iceberg.refresh().schema()
+
+    def _state(self) -> TableState:
+        namespace_exists = bool(self.spark.catalog.databaseExists(f"{self.catalog}.{self.spec.namespace}"))
+        if not namespace_exists or not self.exists():
+            return TableState(namespace_exists=namespace_exists, exists=False)
+        t = self._iceberg.refresh()
+        return TableState(
+            namespace_exists=True,
+            exists=True,
+            schema=t.schema(),
+            partition_fields=tuple(t.partition_fields()),
+            sort_fields=tuple(t.sort_fields()),
+            properties=t.properties(),
+        )
+
+    def plan(self, schema: StructType) -> TablePlan:
+        """What would be created or evolved so that a batch of ``schema`` can be committed; changes nothing.
+
+        Raises:
+            SchemaMismatchError: the table's ``schema_evolution`` refuses a difference.
+            ConfigError: an invalid partition spec, or upsert keys the batch lacks.
+        """
+        return build_plan(self.spec, self.table, self._state(), schema)
+
+    def apply(self, plan: TablePlan) -> None:
+        """Carry out a plan: create the namespace and table, or evolve the table.
+
+        A table created here whose partition fields could not be added afterwards is dropped again,
+        so a failed apply never leaves an unpartitioned table behind. When a statement failed because
+        another writer made the same change first ("already exists"), the plan is made again and what
+        is still missing is applied.
+
+        Raises:
+            Exception: the Spark error of the first statement that failed.
+        """
+        try:
+            self._run(plan)
+        except Exception as exc:
+            self._iceberg.forget()
+            if not any(word in str(exc).lower() for word in _RACE_WORDS):
+                raise
+            fresh = self.plan(plan.desired)
+            if not fresh.changes:
+                log.info("table %s: another writer applied the same changes first", self.table)
+                return
+            if fresh.statements() == plan.statements():
+                raise
+            log.info("table %s changed while applying its plan; applying the rest", self.table)
+            self._run(fresh)
+        finally:
+            self._iceberg.forget()
+
+    def _run(self, plan: TablePlan) -> None:
+        created = False
+        for statement in plan.statements():
+            log.info("table %s: %s", self.table, statement)
+            try:
+                self.spark.sql(statement)
+            except Exception:
+                if created:
+                    # Never leave a table behind without its declared partitioning: it is empty, drop it.
+                    self.spark.sql(f"DROP TABLE IF EXISTS {self.quoted}")
+                raise
+            created = created or statement == plan.create_table
+
+    # -- markers -----------------------------------------------------------------------------------
+    def _markers(self, stream: str) -> SnapshotInfo | None:
+        for snap in self._iceberg.ancestry():
+            if snap.get(PIPELINE_KEY) == self.pipeline_id and snap.get(STREAM_KEY) == stream:
+                return snap
+        return None
+
+    def last_commit(self, stream: str) -> CommitMarker | None:
+        """The newest marker of this pipeline and ``stream`` in the table's snapshot ancestry.
+
+        Snapshots without a marker (compaction, other writers) and markers of other streams are
+        walked past. None when the table does not exist or holds no marker of the stream.
+
+        Raises:
+            CommitMarkerError: the newest marker of the stream is malformed.
+        """
+        if not self.exists():
+            return None
+        self._iceberg.refresh()
+        snap = self._markers(stream)
+        if snap is None:
+            return None
+        try:
+            return CommitMarker.from_summary(snap.summary(), snap.snapshot_id)
+        except ValueError as exc:
+            raise CommitMarkerError(f"table {self.table}: {exc}") from None
+
+    def _find(self, marker: CommitMarker) -> SnapshotInfo | None:
+        """The snapshot holding exactly ``marker`` (this pipeline, stream and batch id), if committed."""
+        self._iceberg.refresh()
+        snap = self._markers(marker.stream)
+        if snap is not None and snap.get(BATCH_ID_KEY) == str(marker.batch_id):
+            return snap
+        return None
+
+    # -- commits -----------------------------------------------------------------------------------
+    def commit(self, rows: DataFrame, marker: CommitMarker) -> CommitResult:
+        """Commit one batch as one Iceberg snapshot carrying ``marker``; idempotent and retried.
+
+        A batch whose id is not above the stream's last committed id is skipped. The table is created
+        or evolved first if the batch needs it. An empty batch (or one that changes no row) still
+        commits an empty append carrying the marker, so the stream's offsets always advance.
+
+        Raises:
+            SchemaMismatchError: the batch does not fit the table under its ``schema_evolution``.
+            CommitConflictError: commits still conflicted after every retry; nothing was committed.
+            CommitMarkerError: the marker could not be found after the commit.
+        """
+        started = time.monotonic()
+        last = self.last_commit(marker.stream)
+        if last is not None and marker.batch_id <= last.batch_id:
+            log.info(
+                "table %s: batch %d of %s already committed (last %d): skipped",
+                self.table, marker.batch_id, marker.stream, last.batch_id,
+            )  # fmt: skip
+            return CommitResult(
+                table=self.table,
+                stream=marker.stream,
+                batch_id=marker.batch_id,
+                skipped=True,
+                snapshot_id=last.snapshot_id,
+                latency_ms=(time.monotonic() - started) * 1000,
+            )
+        plan = self.plan(rows.schema)
+        if plan.changes:
+            self.apply(plan)
+        summary = marker.summary(self.pipeline_id)
+
+        def attempt(retry: int) -> SnapshotInfo:
+            if retry > 0:
+                landed = self._find(marker)  # an attempt whose commit state was unknown may have landed
+                if landed is not None:
+                    return landed
+            table_schema = self._iceberg.refresh().schema()
+            with_commit_properties(self.spark, summary, lambda: self._write(rows, table_schema))
+            found = self._find(marker)
+            if found is None:
+                # The action committed nothing (a dynamic overwrite of no rows): the offsets still advance.
+                empty = self.spark.createDataFrame([], table_schema)
+                with_commit_properties(self.spark, summary, lambda: empty.writeTo(self.table).append())
+                found = self._find(marker)
+            if found is None:
+                raise CommitMarkerError(
+                    f"table {self.table}: the commit of batch {marker.batch_id} carries no marker; snapshot "
+                    "properties need a classic Spark session with pinned py4j threads (PYSPARK_PIN_THREAD=true)"
+                )
+            return found
+
+        def on_retry(retry: int, reason: str) -> None:
+            log.warning(
+                "table %s: commit conflict, retry %d/%d: %s",
+                self.table, retry, self.retry_policy.num_retries, reason,
+            )  # fmt: skip
+
+        snap, retries = modes.run_with_retries(
+            attempt, self.retry_policy, table=self.table, sleep=self._sleep, on_retry=on_retry
+        )
+        return CommitResult.from_summary(
+            table=self.table,
+            marker=marker,
+            snapshot_id=snap.snapshot_id,
+            operation=snap.operation,
+            summary=snap.summary(),
+            retries=retries,
+            latency_ms=(time.monotonic() - started) * 1000,
+        )
+
+    def _column(self, name: str, table_schema: StructType) -> str:
+        for f in table_schema.fields:
+            if f.name.lower() == name.lower():
+                return str(f.name)
+        raise ConfigError.one(spec_file(self.spec), "key_fields", name, "a column of the table", "UNKNOWN_COLUMN")
+
+    def _write(self, rows: DataFrame, table_schema: StructType) -> None:
+        mode = self.spec.commit_mode
+        if mode == "upsert":
+            keys = [self._column(k, table_schema) for k in self.spec.key_fields]
+            sequence = self._column(self.spec.sequence_field or modes.SEQUENCE_FIELD_DEFAULT, table_schema)
+            keep = [c for c in rows.columns if not c.startswith("_ki_") or c == TOMBSTONE_COLUMN]
+            source = modes.upsert_source(rows.select(*[rows[quote(c)] for c in keep]), table_schema, keys, sequence)
+            modes.run_merge(source, self.quoted, table_schema.names, keys, sequence)
+            return
+        data = modes.aligned(modes.drop_internal(rows), table_schema)
+        if mode == "overwrite":
+            data.writeTo(self.table).overwritePartitions()
+        else:
+            data.writeTo(self.table).append()

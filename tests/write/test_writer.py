@@ -1,0 +1,305 @@
+"""TableWriter against a Hadoop catalog on local disk, results read back through pyiceberg.
+
+Table management, schema evolution, the three commit modes, the exactly-once marker and retries.
+The same behaviour against the REST catalog on S3 is in ``test_writer_lake.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from kafka_iceberg.errors import ConfigError, SchemaMismatchError
+from kafka_iceberg.write import TableWriter
+from tests.write.conftest import BASE_SCHEMA, files_table, make_spec, marker, rows, summaries
+from tests.write.test_marker_and_retries import conflict
+
+UTC = dt.timezone.utc
+MARKER_KEYS = ("kafka-iceberg.pipeline", "kafka-iceberg.stream", "kafka-iceberg.batch-id", "kafka-iceberg.offsets")
+
+
+def df(spark, data, schema=BASE_SCHEMA):
+    return spark.createDataFrame(data, schema)
+
+
+def marker_of(summary):
+    return tuple(summary.get(k) for k in MARKER_KEYS)
+
+
+# -- table management ----------------------------------------------------------------------------
+def test_plan_changes_nothing_and_apply_creates_the_declared_table(spark, new_writer):
+    writer = new_writer(
+        partitioning=["bucket(4, id)", "pt"],
+        write={"sort_order": ["name DESC"], "compression": "snappy", "properties": {"commit.retry.num-retries": "6"}},
+    )
+    plan = writer.plan(df(spark, [], BASE_SCHEMA).schema)
+    assert plan.create_namespace and plan.create_table
+    assert not writer.exists() and writer.current_schema() is None and writer.last_commit("orders") is None
+
+    writer.apply(plan)
+    table = files_table(writer)
+    assert [f.name for f in table.schema().fields] == ["id", "name", "pt", "offset"]
+    assert all(not f.required for f in table.schema().fields)
+    assert [(str(f.transform), table.schema().find_column_name(f.source_id)) for f in table.spec().fields] == [
+        ("bucket[4]", "id"),
+        ("identity", "pt"),
+    ]
+    assert [str(f.direction) for f in table.sort_order().fields] == ["DESC"]
+    props = table.properties
+    assert props["write.parquet.compression-codec"] == "snappy"
+    assert props["write.target-file-size-bytes"] == str(128 * 1024 * 1024)
+    assert props["commit.retry.num-retries"] == "6"
+    assert table.metadata.format_version == 2
+    assert not writer.plan(df(spark, [], BASE_SCHEMA).schema).changes
+
+
+def test_an_invalid_partition_spec_is_an_error_never_an_unpartitioned_table(spark, new_writer):
+    writer = new_writer(partitioning=["days(name)"])  # name is a string: no days() on it
+    with pytest.raises(ConfigError) as err:
+        writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    assert err.value.problems[0].code == "BAD_PARTITION"
+    assert not writer.exists()
+
+
+def test_a_table_whose_partition_fields_fail_after_create_is_dropped(spark, new_writer):
+    writer = new_writer(partitioning=["bucket(4, id)"])  # on the first column: added after CREATE
+    plan = writer.plan(df(spark, [], BASE_SCHEMA).schema)
+    broken = dataclasses.replace(plan, add_partition_fields=("bucket(4, `no_such_column`)",))
+    with pytest.raises(Exception, match="no_such_column"):
+        writer.apply(broken)
+    assert not writer.exists()
+
+
+def test_names_with_hyphens_are_refused_before_anything_happens(spark, files_catalog):
+    spec = make_spec().model_copy(update={"name": "orders-v2"})
+    with pytest.raises(ConfigError, match="'-'"):
+        TableWriter(spark, files_catalog, spec, pipeline_id="shop")
+
+
+# -- schema evolution ----------------------------------------------------------------------------
+NESTED = "id BIGINT, info STRUCT<city: STRING>, offset BIGINT"
+NESTED_PLUS = "id BIGINT, info STRUCT<city: STRING, zip: STRING>, offset BIGINT, note STRING"
+
+
+def test_add_columns_adds_new_top_level_and_nested_fields(spark, new_writer):
+    writer = new_writer(schema_evolution="add_columns")
+    writer.commit(df(spark, [(1, ("Oslo",), 0)], NESTED), marker(0))
+    writer.commit(df(spark, [(2, ("Rome", "00100"), 1, "new")], NESTED_PLUS), marker(1))
+    table = files_table(writer)
+    assert table.schema().find_field("info.zip").required is False
+    assert rows(table) == [
+        {"id": 1, "info": {"city": "Oslo", "zip": None}, "offset": 0, "note": None},
+        {"id": 2, "info": {"city": "Rome", "zip": "00100"}, "offset": 1, "note": "new"},
+    ]
+
+
+def test_strict_refuses_a_new_field_and_changes_nothing(spark, new_writer):
+    writer = new_writer(schema_evolution="strict")
+    writer.commit(df(spark, [(1, ("Oslo",), 0)], NESTED), marker(0))
+    with pytest.raises(SchemaMismatchError) as err:
+        writer.commit(df(spark, [(2, ("Rome", "00100"), 1, "new")], NESTED_PLUS), marker(1))
+    assert err.value.fields == ("info.zip", "note")
+    table = files_table(writer)
+    assert [f.name for f in table.schema().fields] == ["id", "info", "offset"] and len(table.snapshots()) == 1
+    assert writer.last_commit("orders").batch_id == 0
+
+
+def test_add_columns_refuses_widening_and_full_widens(spark, new_writer):
+    narrow = "id BIGINT, qty INT, price FLOAT, offset BIGINT"
+    wide = "id BIGINT, qty BIGINT, price DOUBLE, offset BIGINT"
+    writer = new_writer(schema_evolution="add_columns")
+    writer.commit(df(spark, [(1, 5, 1.5, 0)], narrow), marker(0))
+    with pytest.raises(SchemaMismatchError) as err:
+        writer.commit(df(spark, [(2, 2**40, 2.25, 1)], wide), marker(1))
+    assert err.value.fields == ("qty", "price")
+    assert "schema_evolution: full" in str(err.value)
+
+    full = TableWriter(
+        spark, writer.catalog, writer.spec.model_copy(update={"schema_evolution": "full"}), pipeline_id="shop"
+    )
+    full.commit(df(spark, [(2, 2**40, 2.25, 1)], wide), marker(1))
+    table = files_table(full)
+    assert [str(f.field_type) for f in table.schema().fields] == ["long", "long", "double", "long"]
+    assert rows(table) == [
+        {"id": 1, "qty": 5, "price": 1.5, "offset": 0},
+        {"id": 2, "qty": 2**40, "price": 2.25, "offset": 1},
+    ]
+
+
+def test_full_relaxes_a_required_column(spark, new_writer):
+    strict = new_writer(schema_evolution="add_columns")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {strict.catalog}.{strict.spec.namespace}")
+    spark.sql(f"CREATE TABLE {strict.table} (id BIGINT NOT NULL, name STRING NOT NULL, offset BIGINT) USING iceberg")
+    batch = df(spark, [(1, None, 0)], "id BIGINT, name STRING, offset BIGINT")  # nullable name
+    with pytest.raises(SchemaMismatchError) as err:
+        strict.commit(batch, marker(0))
+    assert err.value.fields == ("id", "name")  # a DataFrame's columns are nullable unless declared otherwise
+    full = TableWriter(
+        spark, strict.catalog, strict.spec.model_copy(update={"schema_evolution": "full"}), pipeline_id="shop"
+    )
+    full.commit(df(spark, [(1, None, "x", 0)]), marker(0))
+    table = files_table(full)
+    assert [(f.name, f.required) for f in table.schema().fields] == [
+        ("id", False),
+        ("name", False),
+        ("offset", False),
+        ("pt", False),
+    ]
+    assert rows(table) == [{"id": 1, "name": None, "offset": 0, "pt": "x"}]
+
+
+# -- commit modes and markers --------------------------------------------------------------------
+def test_append_writes_rows_with_the_marker_and_drops_internal_columns(spark, new_writer):
+    writer = new_writer()
+    schema = BASE_SCHEMA + ", _ki_tombstone BOOLEAN, _ki_source STRING"
+    first = writer.commit(df(spark, [(1, "a", "x", 0, False, "s"), (2, "b", "x", 1, False, "s")], schema), marker(0))
+    second = writer.commit(df(spark, [(3, "c", "y", 2, False, "s")], schema), marker(1, orders=3))
+    assert (first.records_written, first.skipped, first.operation) == (2, False, "append")
+    assert first.files_added >= 1 and first.bytes_added > 0 and first.latency_ms > 0 and first.retries == 0
+    table = files_table(writer)
+    assert [f.name for f in table.schema().fields] == ["id", "name", "pt", "offset"]
+    assert [r["id"] for r in rows(table)] == [1, 2, 3]
+    assert [marker_of(s) for s in summaries(table)] == [
+        ("shop", "orders", "0", '{"orders":{"0":1}}'),
+        ("shop", "orders", "1", '{"orders":{"0":3}}'),
+    ]
+    last = writer.last_commit("orders")
+    assert (last.batch_id, last.offsets, last.snapshot_id) == (1, {"orders": {0: 3}}, second.snapshot_id)
+
+
+def test_overwrite_replaces_only_the_partitions_the_batch_touches(spark, new_writer):
+    writer = new_writer(commit_mode="overwrite", partitioning=["pt"])
+    writer.commit(df(spark, [(1, "a", "p1", 0), (2, "b", "p2", 1), (3, "c", "p2", 2)]), marker(0))
+    result = writer.commit(df(spark, [(4, "d", "p2", 3), (5, "e", "p3", 4)]), marker(1))
+    table = files_table(writer)
+    assert [(r["id"], r["pt"]) for r in rows(table)] == [(1, "p1"), (4, "p2"), (5, "p3")]
+    assert (result.operation, result.records_written, result.records_deleted) == ("overwrite", 2, 2)
+    assert marker_of(summaries(table)[-1])[2] == "1"
+
+
+def test_upsert_keeps_the_newest_version_per_key_and_honours_tombstones(spark, new_writer):
+    writer = new_writer(commit_mode="upsert", key_fields=["id"], partitioning=["bucket(4, id)"])
+    schema = BASE_SCHEMA + ", _ki_tombstone BOOLEAN"
+    # One batch with duplicates: the highest offset per key wins.
+    writer.commit(
+        df(
+            spark,
+            [
+                (1, "a1", "x", 10, False),
+                (1, "a3", "x", 12, False),
+                (1, "a2", "x", 11, False),
+                (2, "b1", "x", 13, False),
+                (3, "c1", "x", 14, None),
+            ],
+            schema,
+        ),
+        marker(0),
+    )
+    # Late, older versions of 1 and 2 arrive after newer ones; 3 is deleted; 4 is new; 5 is a tombstone
+    # for a key never seen (nothing to delete, never inserted); 2's tombstone is older than its row.
+    result = writer.commit(
+        df(
+            spark,
+            [
+                (1, "a0", "x", 9, False),
+                (2, "b-old", "x", 5, False),
+                (2, None, None, 6, True),
+                (3, None, None, 20, True),
+                (4, "d1", "x", 21, False),
+                (5, None, None, 22, True),
+            ],
+            schema,
+        ),
+        marker(1),
+    )
+    table = files_table(writer)
+    assert [(r["id"], r["name"], r["offset"]) for r in rows(table)] == [(1, "a3", 12), (2, "b1", 13), (4, "d1", 21)]
+    assert result.operation in ("overwrite", "delete") and not result.skipped
+    # An equal sequence re-applies (idempotent); a newer one updates.
+    writer.commit(df(spark, [(1, "a3", "x", 12, False), (4, "d2", "x", 30, False)], schema), marker(2))
+    assert [(r["id"], r["name"]) for r in rows(files_table(writer))] == [(1, "a3"), (2, "b1"), (4, "d2")]
+
+
+def test_upsert_by_a_declared_sequence_field(spark, new_writer):
+    schema = "id BIGINT, version INT, name STRING, offset BIGINT"
+    writer = new_writer(commit_mode="upsert", key_fields=["id"], sequence_field="version")
+    writer.commit(df(spark, [(1, 3, "v3", 0), (1, 1, "v1", 1)], schema), marker(0))
+    writer.commit(df(spark, [(1, 2, "v2", 2)], schema), marker(1))
+    assert [(r["version"], r["name"]) for r in rows(files_table(writer))] == [(3, "v3")]
+
+
+def test_the_same_batch_committed_twice_leaves_one_copy(spark, new_writer):
+    writer = new_writer()
+    batch = df(spark, [(1, "a", "x", 0), (2, "b", "x", 1)])
+    first = writer.commit(batch, marker(0))
+    again = writer.commit(batch, marker(0))
+    older = writer.commit(batch, marker(0).__class__(stream="orders", batch_id=0, offsets={}))
+    assert not first.skipped and again.skipped and older.skipped
+    assert again.snapshot_id == first.snapshot_id and again.records_written == 0
+    table = files_table(writer)
+    assert len(rows(table)) == 2 and len(table.snapshots()) == 1
+
+
+def test_last_commit_walks_past_other_streams_and_foreign_snapshots(spark, new_writer):
+    writer = new_writer()
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(4, orders=5))
+    other = TableWriter(spark, writer.catalog, writer.spec, pipeline_id="billing")
+    other.commit(df(spark, [(2, "b", "x", 0)]), marker(0, orders=1))
+    writer.commit(df(spark, [(3, "c", "x", 0)]), marker(0, stream="refunds", refunds=1))
+    spark.sql(f"INSERT INTO {writer.table} VALUES (9, 'manual', 'x', 0)")  # no marker
+    assert writer.last_commit("orders").batch_id == 4
+    assert writer.last_commit("orders").offsets == {"orders": {0: 5}}
+    assert writer.last_commit("refunds").batch_id == 0
+    assert other.last_commit("orders").batch_id == 0 and other.last_commit("refunds") is None
+    assert writer.commit(df(spark, [(1, "a", "x", 0)]), marker(4)).skipped
+
+
+@pytest.mark.parametrize("mode", ["append", "overwrite", "upsert"])
+def test_an_empty_batch_still_commits_its_marker(spark, new_writer, mode):
+    extra = {"key_fields": ["id"]} if mode == "upsert" else {"partitioning": ["pt"]}
+    writer = new_writer(commit_mode=mode, **extra)
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    # Every record of batch 1 was bad: nothing to write, but offsets must still advance to 7.
+    result = writer.commit(df(spark, []), marker(1, orders=7))
+    assert not result.skipped and result.records_written == 0 and result.files_added == 0
+    assert writer.last_commit("orders").offsets == {"orders": {0: 7}}
+    assert [r["id"] for r in rows(files_table(writer))] == [1]
+
+
+def test_a_commit_conflict_is_retried(spark, new_writer, monkeypatch):
+    writer = new_writer()
+    waits: list[float] = []
+    writer._sleep = waits.append
+    real = writer._write
+    calls = []
+
+    def flaky(rows_, schema):
+        calls.append(1)
+        if len(calls) == 1:
+            raise conflict("metadata changed underneath")
+        real(rows_, schema)
+
+    monkeypatch.setattr(writer, "_write", flaky)
+    result = writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    assert result.retries == 1 and len(waits) == 1 and 0.1 <= waits[0] <= 0.11
+    assert len(rows(files_table(writer))) == 1
+
+
+def test_a_jdbc_catalog_takes_the_same_writer(spark, tmp_path):
+    """JDBC catalog rendering works end to end; pyiceberg's SQL catalog reads the same SQLite file."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from kafka_iceberg.catalogs import JdbcCatalog, render
+    from kafka_iceberg.refs import Resolver
+    from kafka_iceberg.session import attach_catalogs
+
+    db, warehouse = tmp_path / "catalog.db", tmp_path / "wh"
+    profile = JdbcCatalog(type="jdbc", uri=f"jdbc:sqlite:{db}", warehouse=f"file://{warehouse}")
+    attach_catalogs(spark, [render("jdbc_wh", profile)], Resolver(env={}))
+    writer = TableWriter(spark, "jdbc_wh", make_spec(namespace="sales", name="orders"), pipeline_id="shop")
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    table = SqlCatalog("jdbc_wh", uri=f"sqlite:///{db}", warehouse=f"file://{warehouse}").load_table("sales.orders")
+    assert rows(table) == [{"id": 1, "name": "a", "pt": "x", "offset": 0}]
+    assert table.current_snapshot().summary["kafka-iceberg.batch-id"] == "0"
