@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.observe.report import MaintenanceReport
 from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.write.jvm import IcebergTable, jvm
+from kafka_iceberg.write.marker import COPIED_FROM_KEY, MARKER_PREFIX
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
-MARKER_PREFIX = "kafka-iceberg."
 MB = 1024 * 1024
 DAY_MS = 86_400_000
 Clock = Callable[[], dt.datetime]
@@ -57,23 +58,19 @@ class TableMaintainer:
         return f"{self.catalog}.{self.spec.identifier}"
 
     def _table(self) -> Any:
-        jvm = self.spark._jvm  # type: ignore[attr-defined]
-        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.table_name)
+        return IcebergTable(self.spark, self.table_name).java
 
     def _actions(self) -> Any:
-        jvm = self.spark._jvm  # type: ignore[attr-defined]
-        return jvm.org.apache.iceberg.spark.actions.SparkActions.get(self.spark._jsparkSession)
+        return jvm(self.spark).org.apache.iceberg.spark.actions.SparkActions.get(self.spark._jsparkSession)
 
-    def _marker(self, table: Any) -> dict[str, str]:
-        """Commit-marker entries of the newest snapshot that has them (to copy forward)."""
-        snapshot = table.currentSnapshot()
-        while snapshot is not None:
-            summary = dict(snapshot.summary())
+    def _marker(self) -> dict[str, str]:
+        """The newest commit marker, to copy into the snapshot the action creates (tagged as a copy)."""
+        for snap in IcebergTable(self.spark, self.table_name).ancestry():
+            summary = snap.summary()
             marker = {k: v for k, v in summary.items() if k.startswith(MARKER_PREFIX)}
             if marker:
+                marker.setdefault(COPIED_FROM_KEY, str(snap.snapshot_id))
                 return marker
-            parent = snapshot.parentId()
-            snapshot = table.snapshot(parent) if parent is not None else None
         return {}
 
     def _report(self, action: str, started: float, details: dict[str, Any], table: Any) -> MaintenanceReport:
@@ -98,7 +95,7 @@ class TableMaintainer:
         action = action.option("min-input-files", "2")
         sorted_table = not table.sortOrder().isUnsorted()
         action = action.sort() if sorted_table else action.binPack()
-        for key, value in self._marker(table).items():
+        for key, value in self._marker().items():
             action = action.snapshotProperty(key, value)
         result = action.execute()
         details = {
@@ -114,7 +111,7 @@ class TableMaintainer:
         """``rewrite_manifests``: fewer, larger manifests after many small commits."""
         started, table = time.monotonic(), self._table()
         action = self._actions().rewriteManifests(table)
-        for key, value in self._marker(table).items():
+        for key, value in self._marker().items():
             action = action.snapshotProperty(key, value)
         result = action.execute()
         details = {

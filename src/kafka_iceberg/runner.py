@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,7 @@ Observer = Callable[[BatchReport], None]
 QUARANTINE_STREAM = "quarantine"
 
 
-def merge_offsets(*parts: Offsets | None) -> Offsets:
+def merge_offsets(*parts: Mapping[str, Mapping[int, int]] | None) -> Offsets:
     """Per-partition maximum of several ``{topic: {partition: next offset}}`` maps."""
     out: Offsets = {}
     for part in parts:

@@ -245,7 +245,7 @@ def stop_on_signals() -> Iterator[threading.Event]:
     second one interrupts at once; the batch is abandoned (Iceberg commits are atomic).
     """
     stop = threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, _frame: Any) -> None:
         if stop.is_set():

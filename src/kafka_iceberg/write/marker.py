@@ -17,7 +17,9 @@ STREAM_KEY = "kafka-iceberg.stream"
 BATCH_ID_KEY = "kafka-iceberg.batch-id"
 OFFSETS_KEY = "kafka-iceberg.offsets"
 ERROR_OFFSETS_KEY = "kafka-iceberg.error-offsets"
-RESERVED_KEYS = frozenset({PIPELINE_KEY, STREAM_KEY, BATCH_ID_KEY, OFFSETS_KEY, ERROR_OFFSETS_KEY})
+# Set on markers that maintenance copied into its own snapshots (compaction, manifest rewrites).
+COPIED_FROM_KEY = "kafka-iceberg.copied-from"
+RESERVED_KEYS = frozenset({PIPELINE_KEY, STREAM_KEY, BATCH_ID_KEY, OFFSETS_KEY, ERROR_OFFSETS_KEY, COPIED_FROM_KEY})
 
 # Iceberg snapshot-summary keys a commit result is read from.
 ADDED_RECORDS = "added-records"

@@ -17,7 +17,14 @@ from kafka_iceberg.errors import CommitMarkerError, ConfigError
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write import commit as modes
 from kafka_iceberg.write.jvm import IcebergTable, SnapshotInfo, with_commit_properties
-from kafka_iceberg.write.marker import BATCH_ID_KEY, PIPELINE_KEY, STREAM_KEY, CommitMarker, CommitResult
+from kafka_iceberg.write.marker import (
+    BATCH_ID_KEY,
+    COPIED_FROM_KEY,
+    PIPELINE_KEY,
+    STREAM_KEY,
+    CommitMarker,
+    CommitResult,
+)
 from kafka_iceberg.write.plan import TablePlan, TableState, build_plan, check_identifiers
 from kafka_iceberg.write.properties import (
     COMMIT_MAX_WAIT_MS,
@@ -162,10 +169,21 @@ class TableWriter:
 
     # -- markers -----------------------------------------------------------------------------------
     def _markers(self, stream: str) -> SnapshotInfo | None:
+        # Maintenance copies the newest marker into its snapshots; a copy taken just before an ingest
+        # commit can sit above that newer commit. So: the highest batch id, walking down to the first
+        # marker that is not a copy (nothing older than a real commit can be newer than it).
+        best: SnapshotInfo | None = None
+        best_id = -1
         for snap in self._iceberg.ancestry():
-            if snap.get(PIPELINE_KEY) == self.pipeline_id and snap.get(STREAM_KEY) == stream:
-                return snap
-        return None
+            if snap.get(PIPELINE_KEY) != self.pipeline_id or snap.get(STREAM_KEY) != stream:
+                continue
+            batch = snap.get(BATCH_ID_KEY)
+            batch_id = int(batch) if batch is not None and batch.isdigit() else -1
+            if best is None or batch_id > best_id:
+                best, best_id = snap, batch_id
+            if snap.get(COPIED_FROM_KEY) is None:
+                break
+        return best
 
     def last_commit(self, stream: str) -> CommitMarker | None:
         """The newest marker of this pipeline and ``stream`` in the table's snapshot ancestry.
