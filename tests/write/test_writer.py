@@ -256,6 +256,21 @@ def test_last_commit_walks_past_other_streams_and_foreign_snapshots(spark, new_w
     assert writer.commit(df(spark, [(1, "a", "x", 0)]), marker(4)).skipped
 
 
+def test_a_stale_marker_copied_by_maintenance_does_not_roll_offsets_back(spark, new_writer):
+    from kafka_iceberg.write.jvm import with_commit_properties
+
+    writer = new_writer()
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    stale = dict(marker(0).summary(writer.pipeline_id), **{"kafka-iceberg.copied-from": "1"})
+    writer.commit(df(spark, [(2, "b", "x", 1)]), marker(1))
+    # A compaction that read the marker before batch 1 landed commits a copy of batch 0's marker on top.
+    empty = spark.createDataFrame([], writer.current_schema())
+    with_commit_properties(spark, stale, lambda: empty.writeTo(writer.table).append())
+    last = writer.last_commit("orders")
+    assert last.batch_id == 1 and last.offsets == {"orders": {0: 2}}
+    assert writer.commit(df(spark, [(2, "b", "x", 1)]), marker(1)).skipped
+
+
 @pytest.mark.parametrize("mode", ["append", "overwrite", "upsert"])
 def test_an_empty_batch_still_commits_its_marker(spark, new_writer, mode):
     extra = {"key_fields": ["id"]} if mode == "upsert" else {"partitioning": ["pt"]}
