@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -97,12 +97,3 @@ def run(kafka_df: Callable[..., Any]) -> Callable[..., Result]:
         return Result(decoded, rows, errors)
 
     return go
-
-
-@pytest.fixture
-def ansi(spark: Any) -> Iterator[None]:
-    """Run a test with ``spark.sql.ansi.enabled=true`` (Databricks SQL's default)."""
-    before = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", "true")
-    yield
-    spark.conf.set("spark.sql.ansi.enabled", before)

@@ -18,7 +18,10 @@ def test_text_mode_value_writes_null_key(spark: Any, run: Any) -> None:
     messages = [Msg("123", "abc", topic="topic_text"), Msg("456", "edf", topic="topic_text")]
     result = run(spec, messages)
     expected = spark.createDataFrame(
-        [("topic_text", 0, 0, KAFKA_TS, None, "abc", PT, False), ("topic_text", 0, 1, KAFKA_TS, None, "edf", PT, False)],
+        [
+            ("topic_text", 0, 0, KAFKA_TS, None, "abc", PT, False),
+            ("topic_text", 0, 1, KAFKA_TS, None, "edf", PT, False),
+        ],
         f"{COORDS}, key STRING, value STRING, pt STRING, _ki_tombstone BOOLEAN",
     )
     assert_df_equality(result.decoded.rows, expected, ignore_nullable=True, ignore_row_order=True)
@@ -34,7 +37,10 @@ def test_csv_columns_typed_left_to_right(spark: Any, run: Any) -> None:
     )
     result = run(spec, [("123", "1103,zhangsan,china"), ("456", "1104,lisi,usa")])
     expected = spark.createDataFrame(
-        [("t", 0, 0, KAFKA_TS, 1103, "zhangsan", "china", PT, False), ("t", 0, 1, KAFKA_TS, 1104, "lisi", "usa", PT, False)],
+        [
+            ("t", 0, 0, KAFKA_TS, 1103, "zhangsan", "china", PT, False),
+            ("t", 0, 1, KAFKA_TS, 1104, "lisi", "usa", PT, False),
+        ],
         f"{COORDS}, id BIGINT, name STRING, region STRING, pt STRING, _ki_tombstone BOOLEAN",
     )
     assert_df_equality(result.decoded.rows, expected, ignore_nullable=True, ignore_row_order=True)

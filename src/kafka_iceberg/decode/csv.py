@@ -24,15 +24,22 @@ def _sentinel(layout: CsvLayout, nonce: str) -> str:
     return "".join(c for c in nonce if c not in (layout.delimiter, layout.quote))
 
 
-def _options(layout: CsvLayout) -> str:
+def _options(layout: CsvLayout, empty: str) -> str:
     options = {
         "sep": layout.delimiter,
         "quote": layout.quote,
         "escape": layout.quote,
         "nullValue": layout.null_value if layout.null_value is not None else "",
+        # Spark reads a quoted empty field as "" and then as NULL when nullValue is "" too;
+        # a marker keeps it apart so it can become the empty string it is.
+        "emptyValue": empty,
         "mode": "PERMISSIVE",
     }
     return "map(" + ", ".join(f"{lit(k)}, {lit(v)}" for k, v in options.items()) + ")"
+
+
+def _unmark(field: str, empty: str) -> str:
+    return f"CASE WHEN {field} = {lit(empty)} THEN '' ELSE {field} END"
 
 
 def _schema(n: int) -> str:
@@ -54,17 +61,18 @@ def csv_plan(spec: TableSpec, payload: dict[str, str], order: list[str], require
     source = KEY if part == "key" else VALUE
     sentinel = _sentinel(layout, nonce)
     n = len(order)
-    options = _options(layout)
+    empty = sentinel + "e"
+    options = _options(layout, empty)
 
     plan = Plan(payload=dict(payload))
     text = plan.add(0, "text", f"CASE WHEN {utf8_ok(source)} THEN CAST({source} AS STRING) END")
     appended = f"concat({text}, {lit(layout.delimiter + sentinel)})"
-    record = plan.add(
-        1, "rec", f"CASE WHEN octet_length({source}) > 0 THEN from_csv({appended}, {_schema(n + 1)}, {options}) END"
-    )
-    count_ok = plan.add(2, "count", f"coalesce({record}.c{n} = {lit(sentinel)}, false)")
+    parse = f"from_csv({appended}, {_schema(n + 1)}, {options})"
+    record = plan.add(1, "rec", f"CASE WHEN octet_length({source}) > 0 THEN {parse} END")
+    complete = f"{record}.c{n} = {lit(sentinel)}"
+    count_ok = plan.add(2, "count", f"coalesce({complete}, false)")
     texts = {
-        name: plan.add(2, "t", f"CASE WHEN {record}.c{n} = {lit(sentinel)} THEN {record}.c{i} END")
+        name: plan.add(2, "t", f"CASE WHEN {complete} THEN {_unmark(f'{record}.c{i}', empty)} END")
         for i, name in enumerate(order)
     }
     width = n + 1 + _DIAGNOSE_EXTRA
