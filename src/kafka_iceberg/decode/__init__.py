@@ -1,0 +1,158 @@
+"""Decode stage: a Kafka-shaped DataFrame → table rows plus error rows (see ``docs/decode.md``).
+
+Everything is lazy and vectorised (Spark SQL expressions, no Python per record), for batch and
+streaming DataFrames alike. The one exception is flatten with schema discovery (no declared
+schema, or ``schema_evolution`` other than strict): finding new keys needs to look at the batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafka_iceberg.decode.csv import csv_plan
+from kafka_iceberg.decode.discover import discover
+from kafka_iceberg.decode.flatten import flatten_plan, parse_stages
+from kafka_iceberg.decode.plan import (
+    ERROR_COLUMNS,
+    ERROR_STAGE,
+    HEADERS_ARRAY_TYPE,
+    TOMBSTONE_COLUMN,
+    Plan,
+    apply_stages,
+    assemble,
+    kafka_frame,
+)
+from kafka_iceberg.decode.pt import pt_value
+from kafka_iceberg.decode.simple import binary_plan, json_plan, text_plan
+from kafka_iceberg.decode.sql import new_nonce
+from kafka_iceberg.errors import ConfigError
+from kafka_iceberg.spec.columns import payload_columns
+from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.spec.types import columns_from_json_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "ERROR_COLUMNS",
+    "ERROR_STAGE",
+    "HEADERS_ARRAY_TYPE",
+    "TOMBSTONE_COLUMN",
+    "Decoded",
+    "decode",
+    "pt_value",
+]
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The outcome of decoding one batch.
+
+    Attributes:
+        rows: the table's columns in table order plus ``_ki_tombstone`` BOOLEAN.
+        errors: one row per record that could not be decoded, with :data:`ERROR_COLUMNS`.
+        new_columns: flatten only: payload columns found in the data but not known
+            (name → canonical type), in first-seen order. They are also columns of ``rows``.
+    """
+
+    rows: DataFrame
+    errors: DataFrame
+    new_columns: dict[str, str]
+
+
+def decode(
+    df: DataFrame,
+    spec: TableSpec,
+    *,
+    flush_time: datetime,
+    known_columns: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+) -> Decoded:
+    """Decode a Kafka-shaped DataFrame with the table spec's format and mode.
+
+    Args:
+        df: ``key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT,
+            timestamp TIMESTAMP, headers ARRAY<STRUCT<key STRING, value BINARY>>`` (headers
+            may be NULL or absent); batch or streaming.
+        spec: the table spec.
+        flush_time: the batch's flush time, which sets ``pt`` (UTC; naive means UTC).
+        known_columns: the existing table's payload columns (name → canonical type); their
+            types win over the declared schema and over inference.
+        base_dir: directory that a relative ``schema.json_schema`` path is resolved against.
+
+    Returns:
+        Rows, error rows and (flatten) new columns.
+
+    Raises:
+        ConfigError: the spec cannot be decoded (csv without columns, ``mode: default`` for a
+            structured format, or flatten schema discovery on a streaming DataFrame).
+        OSError: the JSON Schema file cannot be read.
+        ValueError: ``df`` is not Kafka-shaped, or the JSON Schema is not an object schema.
+    """
+    fmt, mode = spec.source.format, spec.source.effective_mode
+    if mode == "default" and fmt not in ("text", "binary"):
+        raise _config_error(spec, "source.mode", mode, f"key or value (format {fmt} decodes one part)")
+    nonce = new_nonce()
+    frame = kafka_frame(df)
+    new_columns: dict[str, str] = {}
+    if fmt == "text":
+        plan = text_plan(spec)
+    elif fmt == "binary":
+        plan = binary_plan(spec)
+    elif fmt == "json":
+        plan = json_plan(spec, nonce)
+    else:
+        declared = payload_columns(spec, base_dir)
+        required = _required(spec, base_dir)
+        payload = {**(declared or {}), **(known_columns or {})}  # known types win
+        payload = {name: payload[name] for name in [*(known_columns or {}), *(declared or {})]}
+        if fmt == "csv":
+            if not payload:
+                raise _config_error(spec, "schema", None, "schema.columns (or json_schema) naming the CSV columns")
+            layout = spec.source.csv
+            order = list(layout.columns) if layout and layout.columns else list(declared or payload)
+            plan = csv_plan(spec, payload, order, required, nonce)
+        else:
+            rejected: dict[str, str] = {}
+            if spec.schema_evolution != "strict" or declared is None:
+                if declared is None and spec.schema_evolution == "strict" and not known_columns:
+                    raise _config_error(spec, "schema_evolution", "strict", "add_columns or full, or a declared schema")
+                if df.isStreaming:
+                    raise _config_error(
+                        spec,
+                        "schema_evolution",
+                        spec.schema_evolution,
+                        "strict with a declared schema, or decode each micro-batch (foreachBatch): "
+                        "finding new flatten columns needs a batch DataFrame",
+                    )
+                probe = Plan(payload={})
+                parsed = parse_stages(probe, spec, nonce)
+                found = discover(apply_stages(frame, probe), parsed, payload)
+                new_columns, rejected = found.new_columns, found.rejected
+                payload.update(new_columns)
+            plan = flatten_plan(spec, payload, required, nonce, rejected=rejected)
+    rows, errors = assemble(
+        frame, plan, pt=pt_value(spec.partition_window, flush_time), include_headers=spec.source.include_headers
+    )
+    return Decoded(rows=rows, errors=errors, new_columns=new_columns)
+
+
+def _required(spec: TableSpec, base_dir: Path | None) -> set[str]:
+    """Columns a JSON Schema marks required (declared columns are all optional)."""
+    if spec.schema_ is None or spec.schema_.json_schema is None:
+        return set()
+    path = Path(spec.schema_.json_schema)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    mapped = columns_from_json_schema(json.loads(path.read_text()))
+    return {name for name, (_type, required) in mapped.items() if required}
+
+
+def _config_error(spec: TableSpec, key: str, value: object, expected: str) -> ConfigError:
+    where = spec.defined_at.file if spec.defined_at else f"table {spec.identifier}"
+    return ConfigError.one(where, key, value, expected, "IMPOSSIBLE_COMBINATION")

@@ -1,0 +1,143 @@
+"""The shape every format decoder fills in, and its assembly into rows and error rows.
+
+A decoder adds columns in *stages* (one ``select`` each, so a later stage can name an earlier
+column in ``try_cast``) and then states, as SQL over those columns, each payload column's typed
+value, the record's error reason (NULL when fine) and whether it is a tombstone.
+
+Assembly passes everything through ``inline(array(struct(...)))`` before splitting rows from
+errors. Without that barrier Spark pushes the ``_error IS NULL`` filter below the projection and
+evaluates the whole decode (``from_json`` included) twice per record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafka_iceberg.decode.sql import ident
+from kafka_iceberg.spec.columns import HEADERS_COLUMN, KAFKA_COLUMNS, PT_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+KEY = "_ki_key"
+VALUE = "_ki_value"
+HEADERS = "_ki_headers"
+TOMBSTONE_COLUMN = "_ki_tombstone"
+_ERROR = "_ki_error"
+_FIELDS = "_ki_fields"
+_TOMB = "_ki_tomb"
+
+HEADERS_ARRAY_TYPE = "array<struct<key:string,value:binary>>"
+ERROR_COLUMNS: dict[str, str] = {
+    "topic": "string",
+    "partition": "int",
+    "offset": "long",
+    "timestamp": "timestamp",
+    "key": "binary",
+    "value": "binary",
+    "headers": HEADERS_ARRAY_TYPE,
+    "_error": "string",
+    "_error_stage": "string",
+    "_decoded": "string",
+}
+"""Error rows: the record's coordinates and bytes unchanged, plus the reason (name → Spark type)."""
+
+ERROR_STAGE = "decode"
+_REQUIRED_INPUT = ("key", "value", "topic", "partition", "offset", "timestamp")
+
+# Kafka allows repeated header keys; a map keeps the last one (what Kafka clients' lastHeader returns).
+_HEADERS_MAP = (
+    f"map_from_entries(filter({HEADERS}, (h, i) -> h.key IS NOT NULL AND "
+    f"NOT exists(slice({HEADERS}, i + 2, size({HEADERS})), x -> x.key = h.key)))"
+)
+
+
+@dataclass
+class Plan:
+    """A format decoder's output: staged helper columns plus SQL for fields, error and tombstone."""
+
+    payload: dict[str, str]
+    fields: dict[str, str] = field(default_factory=dict)
+    error: str = "CAST(NULL AS STRING)"
+    tombstone: str = "false"
+    stages: list[list[tuple[str, str]]] = field(default_factory=list)
+    _count: int = 0
+
+    def add(self, stage: int, hint: str, sql: str) -> str:
+        """Add a helper column computed in ``stage`` (0-based); returns its quoted name."""
+        self._count += 1
+        name = f"_ki_{hint}{self._count}"
+        while len(self.stages) <= stage:
+            self.stages.append([])
+        self.stages[stage].append((name, sql))
+        return ident(name)
+
+
+def kafka_frame(df: DataFrame) -> DataFrame:
+    """The input with the contract's types, its key/value/headers renamed out of the payload's way.
+
+    Raises:
+        ValueError: a column of the Kafka shape is missing.
+    """
+    from pyspark.sql import functions as F
+
+    missing = [c for c in _REQUIRED_INPUT if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"decode needs a Kafka-shaped DataFrame ({', '.join(_REQUIRED_INPUT)}, headers); missing {missing}"
+        )
+    headers = F.col("headers") if "headers" in df.columns else F.lit(None)
+    return df.select(
+        *[F.col(name).cast(col_type).alias(name) for name, col_type in KAFKA_COLUMNS.items()],
+        F.col("key").cast("binary").alias(KEY),
+        F.col("value").cast("binary").alias(VALUE),
+        headers.cast(HEADERS_ARRAY_TYPE).alias(HEADERS),
+    )
+
+
+def apply_stages(frame: DataFrame, plan: Plan) -> DataFrame:
+    """``frame`` with the plan's helper columns added, one ``select`` per stage."""
+    from pyspark.sql import functions as F
+
+    for stage in plan.stages:
+        if stage:
+            frame = frame.select("*", *[F.expr(sql).alias(name) for name, sql in stage])
+    return frame
+
+
+def assemble(frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: bool) -> tuple[DataFrame, DataFrame]:
+    """Split the staged frame into (rows in table order + tombstone flag, error rows)."""
+    from pyspark.sql import functions as F
+
+    frame = apply_stages(frame, plan)
+    if plan.fields:
+        fields = F.struct(*[F.expr(sql).alias(name) for name, sql in plan.fields.items()])
+    else:  # a flatten batch with no column at all; Spark has no empty struct
+        fields = F.struct(F.lit(None).cast("string").alias("_ki_none"))
+    bundle = F.struct(
+        F.expr(plan.error).cast("string").alias(_ERROR),
+        fields.alias(_FIELDS),
+        F.coalesce(F.expr(plan.tombstone), F.lit(False)).alias(_TOMB),
+    )
+    staged = frame.select(*KAFKA_COLUMNS, KEY, VALUE, HEADERS, F.inline(F.array(bundle)))
+
+    out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
+    out += [F.col(_FIELDS).getField(name).alias(name) for name in plan.payload]
+    if pt is not None:
+        out.append(F.lit(pt).alias(PT_COLUMN))
+    if include_headers:
+        out.append(F.expr(_HEADERS_MAP).alias(HEADERS_COLUMN))
+    out.append(F.col(_TOMB).alias(TOMBSTONE_COLUMN))
+    rows = staged.where(F.col(_ERROR).isNull()).select(*out)
+
+    errors = staged.where(F.col(_ERROR).isNotNull()).select(
+        *[F.col(c) for c in KAFKA_COLUMNS],
+        F.col(KEY).alias("key"),
+        F.col(VALUE).alias("value"),
+        F.col(HEADERS).alias("headers"),
+        F.col(_ERROR).alias("_error"),
+        F.lit(ERROR_STAGE).alias("_error_stage"),
+        F.expr(f"nullif(to_json({_FIELDS}), '{{}}')").alias("_decoded"),
+    )
+    return rows, errors
