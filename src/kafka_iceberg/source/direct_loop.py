@@ -46,9 +46,10 @@ class DirectTable:
         batch = self.reader.next_batch(timeout=timeout)
         if batch is None:
             return None
+        lag = self.reader.lag()  # positions already stand after this batch
         try:
             report = self.processor.process(
-                batch.frame, batch_id=self.next_batch_id, stream=STREAM, offsets=batch.offsets, lag=None
+                batch.frame, batch_id=self.next_batch_id, stream=STREAM, offsets=batch.offsets, lag=lag
             )
         except BaseException:
             self.reader.rewind(before)  # the batch is read again by the next run
@@ -56,7 +57,6 @@ class DirectTable:
         finally:
             Path(batch.staging_file).unlink(missing_ok=True)
         self.reader.commit_group(batch.offsets)
-        report.lag = self.reader.lag()
         self.next_batch_id += 1
         return report
 
