@@ -29,10 +29,19 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
-def run_pipeline(tmp_path: Path, yaml_text: str, *, event_log: Any = None, expect_error: bool = False) -> Ran:
-    """Prepare and run ``yaml_text`` (``{ns}``/``{topic}`` already substituted) in-process."""
-    path = project(tmp_path, yaml_text)
-    prepared = prepare(path, env_name="local")
+def run_pipeline(
+    tmp_path: Path,
+    yaml_text: str,
+    *,
+    event_log: Any = None,
+    expect_error: bool = False,
+    env_name: str = "local",
+    extra_env: dict[str, str] | None = None,
+) -> Ran:
+    """Prepare and run ``yaml_text`` in-process, in a throwaway project under ``tmp_path``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = project(tmp_path, yaml_text, extra_env=extra_env)
+    prepared = prepare(path, env_name=env_name)
     spark = open_session(prepared)
     metrics = Metrics()
     observers = Observers(metrics, Progress(enabled=False), None, event_log)
