@@ -22,7 +22,9 @@ KINDS = ("env", "secret", "local")
 MASK = "****"
 SECRET_ENV_PREFIX = "KAFKA_ICEBERG_SECRET__"
 # Keys whose values are credentials whatever their origin (Spark's own redaction regex plus ours).
-SENSITIVE_KEY = re.compile(r"(?i)secret|password|passwd|token|credential|access[-_.]?key|sas|sasl\.jaas")
+SENSITIVE_KEY = re.compile(
+    r"(?i)secret|password|passwd|token|credential(?!s\.provider$)|access[-_.]?key|sas-token|sas\.|sasl\.jaas"
+)  # a credentials *provider* setting names a class, not a credential
 
 _registered_secrets: set[str] = set()
 

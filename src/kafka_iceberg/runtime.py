@@ -263,8 +263,25 @@ def stop_on_signals() -> Iterator[threading.Event]:
             signal.signal(sig, old)
 
 
+def ensure_tables(prepared: Prepared, spark: SparkSession) -> None:
+    """Create or evolve every table whose columns are declared, before any record is read.
+
+    Flatten tables without a declared schema are created by their first batch instead.
+    """
+    from kafka_iceberg.write import TableWriter
+
+    for job in prepared.jobs:
+        if payload_columns(job.spec, job.base_dir) is None:
+            continue
+        writer = TableWriter(spark, job.catalog, job.spec, pipeline_id=job.pipeline.pipeline)
+        table_plan = writer.plan(expected_schema(spark, job))
+        if table_plan.changes:
+            writer.apply(table_plan)
+
+
 def run(prepared: Prepared, spark: SparkSession, *, stop: threading.Event, observers: Observers) -> list[BatchReport]:
-    """Run every prepared table with the environment's reader until drained or stopped."""
+    """Create the declared tables, then run them with the environment's reader until drained or stopped."""
+    ensure_tables(prepared, spark)
     reports: list[BatchReport] = []
     processors = [
         BatchProcessor(

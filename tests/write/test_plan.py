@@ -148,7 +148,7 @@ def test_a_missing_table_is_created_with_partitions_sort_order_and_properties():
         "CREATE NAMESPACE IF NOT EXISTS `lake`.`sales`",
         "CREATE TABLE `lake`.`sales`.`orders` (`id` BIGINT, `name` STRING, `ts` TIMESTAMP) USING iceberg "
         "TBLPROPERTIES ('format-version'='2', 'write.target-file-size-bytes'='67108864', "
-        "'write.parquet.compression-codec'='uncompressed', 'write.merge.mode'='merge-on-read', "
+        "'write.parquet.compression-codec'='uncompressed', "
         "'write.metadata.previous-versions-max'='5')",
         "ALTER TABLE `lake`.`sales`.`orders` ADD PARTITION FIELD days(`ts`)",
         "ALTER TABLE `lake`.`sales`.`orders` ADD PARTITION FIELD bucket(16, `id`)",
@@ -275,8 +275,16 @@ def test_describe_of_a_new_table():
             "  + partitioned by days(`ts`)",
             "  + write ordered by `ts` ASC",
             "  + property format-version=2",
-            "  + property write.merge.mode=merge-on-read",
             "  + property write.parquet.compression-codec=zstd",
             "  + property write.target-file-size-bytes=134217728",
         ]
     )
+
+
+def test_only_upsert_tables_are_merge_on_read():
+    from kafka_iceberg.write.properties import MERGE_MODE, table_properties
+
+    assert table_properties(make_spec(commit_mode="upsert", key_fields=["id"]))[MERGE_MODE] == "merge-on-read"
+    assert MERGE_MODE not in table_properties(make_spec())
+    overridden = make_spec(commit_mode="upsert", key_fields=["id"], write={"properties": {MERGE_MODE: "copy-on-write"}})
+    assert table_properties(overridden)[MERGE_MODE] == "copy-on-write"

@@ -43,8 +43,9 @@ def table_properties(spec: TableSpec) -> dict[str, str]:
         FORMAT_VERSION: FORMAT_VERSION_DEFAULT,
         TARGET_FILE_SIZE_BYTES: str(spec.write.target_file_size_mb * 1024 * 1024),
         PARQUET_COMPRESSION: _CODECS.get(spec.write.compression, spec.write.compression),
-        MERGE_MODE: MERGE_MODE_DEFAULT,
     }
+    if spec.commit_mode == "upsert":
+        out[MERGE_MODE] = MERGE_MODE_DEFAULT
     out.update(spec.write.properties)
     return out
 

@@ -1,0 +1,68 @@
+"""`plan` is `run` stopped before any Kafka read or Iceberg change: it shows what would be created
+or evolved and the rendered settings with secrets masked, and changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafka_iceberg.refs import secret_env_name
+from kafka_iceberg.runtime import plan, prepare
+from tests.support.project import REPO, entry_point, project
+from tests.support.run import run_pipeline, unique
+
+pytestmark = pytest.mark.integration
+
+
+def orders(ns, topic, columns="id: long, name: string"):
+    return f"""
+pipeline: planned
+catalog: lake
+tables:
+  - name: orders
+    namespace: {ns}
+    source: {{topics: [{topic}], format: flatten}}
+    schema: {{columns: {{{columns}}}}}
+    partitioning: [bucket(8, id)]
+    commit_mode: upsert
+    key_fields: [id]
+"""
+
+
+def test_plan_creates_nothing_then_shows_the_evolution(tmp_path, lake, spark):
+    ns, topic = unique("plan"), unique("orders")
+    prepared = prepare(project(tmp_path / "a", orders(ns, topic)), env_name="local")
+    (item,) = plan(prepared, spark)
+    assert item["table"] == f"lake.{ns}.orders"
+    assert "+ create table" in item["changes"] and "bucket(8, `id`)" in item["changes"]
+    assert not lake.pyiceberg().table_exists(f"{ns}.orders")  # nothing was created
+
+    run_pipeline(tmp_path / "b", orders(ns, topic))  # creates the (empty) table
+    assert lake.pyiceberg().table_exists(f"{ns}.orders")
+    prepared = prepare(
+        project(tmp_path / "c", orders(ns, topic, "id: long, name: string, region: string")), env_name="local"
+    )
+    (item,) = plan(prepared, spark)
+    assert "+ add column region STRING" in item["changes"] and "create table" not in item["changes"]
+    schema = lake.pyiceberg().load_table(f"{ns}.orders").schema()
+    assert "region" not in [f.name for f in schema.fields]  # still only planned
+
+
+def test_plan_cli_masks_secrets_and_prints_json(tmp_path, stack, monkeypatch):
+    secret = "s3cr3t-header-value-never-printed"
+    local = (REPO / "environments" / "local.yml").read_text()
+    secretive = local.replace(
+        "    auth: {type: none}",
+        "    auth: {type: none}\n    properties:\n      header.X-Api-Key: ${secret:kafka_iceberg/api_key}",
+    )
+    path = project(tmp_path, orders(unique("plan"), unique("orders")), extra_env={"secretive": secretive})
+    monkeypatch.setenv(secret_env_name("kafka_iceberg", "api_key"), secret)
+    result = entry_point(
+        "kafka-iceberg", "plan", "--json", "--pipeline", str(path), "--env", "secretive", stack_dir=stack.run_dir
+    )
+    assert result.returncode == 0, result.stderr
+    assert secret not in result.stdout and secret not in result.stderr
+    document = json.loads(result.stdout[result.stdout.index("{") :])
+    assert document["catalogs"]["lake"]["spark.sql.catalog.lake.header.X-Api-Key"] == "****"
+    assert document["tables"][0]["commit_mode"] == "upsert"
