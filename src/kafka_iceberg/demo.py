@@ -1,63 +1,150 @@
-"""``kafka-iceberg demo``: the smallest end-to-end proof that the local lakehouse works.
+"""``kafka-iceberg demo`` (``make demo``): the shop pipeline on the embedded local stack.
 
-Starts the stack (owned by this process), creates a namespace and a partitioned table in the
-REST catalog through Spark, writes rows to S3, reads them back through pyiceberg — a path
-independent of Spark — prints them, and stops the stack.
+Starts a fresh stack owned by this process, sends sample messages of every format to Kafka (with a
+few bad ones), runs ``pipelines/shop.yml`` exactly as ``kafka-iceberg run`` does, then reads the
+results back through paths independent of Spark — pyiceberg for the tables, a Kafka consumer for
+the error topic — prints them, and stops the stack.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import shutil
+import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from kafka_iceberg.catalogs import render
-from kafka_iceberg.environment import local_resolver
-from kafka_iceberg.local.profile import LOCAL_CATALOG, local_catalog_profile
 from kafka_iceberg.local.readback import pyiceberg_catalog
 from kafka_iceberg.local.stack import LocalStack
-from kafka_iceberg.paths import run_dir
-from kafka_iceberg.session import attach_catalogs, get_spark
+from kafka_iceberg.paths import RUN_DIR_ENV, run_dir
 
-DEMO_NAMESPACE = "demo"
-DEMO_TABLE = "readings"
+Say = Callable[[str], None]
+ONE_RECORD_PER_REQUEST = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight": 1}
+
+ORDERS = [
+    ("1", {"id": 1, "name": "espresso", "extendinfo": {"size": "S", "milk": None}}),
+    ("2", {"id": 2, "name": "latte", "extendinfo": {"size": "L", "milk": "oat"}}),
+    ("3", {"id": 3, "name": "mocha", "extendinfo": {"size": "M"}}),
+    ("1", {"id": 1, "name": "double espresso", "extendinfo": {"size": "M", "milk": None}}),  # upsert: id 1 again
+    ("4", {"id": 4, "name": "cortado", "extendinfos": "typo"}),  # unknown key under strict → error topic
+    ("0", {"id": 0, "name": "test order", "extendinfo": {}}),  # fails `id > 0` → quarantine table
+]
+CLICKS = [
+    ("u1", {"page": "/menu", "ms": 120}),
+    ("u2", {"page": "/checkout", "ms": 340}),
+    ("u3", "{not json"),  # skip_error: dropped and counted
+]
+INVENTORY = [("s1", "SKU-1,berlin,12,3.50"), ("s2", "SKU-2,berlin,3,4.20"), ("s3", "SKU-1,paris,7,3.60")]
+AUDIT = [("alice", "login ok"), ("bob", "password changed")]
+BLOBS = [(None, bytes([0, 1, 2, 253, 254, 255]))]
 
 
-def run_demo(say: Callable[[str], None], stack_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Run the demo and return the rows pyiceberg read back."""
-    stack = LocalStack(stack_dir or run_dir() / "demo")
-    t0 = time.monotonic()
+def _produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]]) -> int:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **ONE_RECORD_PER_REQUEST})
+    count = 0
+    for key, value in records:
+        payload = value if isinstance(value, bytes | str) else json.dumps(value)
+        producer.produce(topic, key=key, value=payload)
+        count += 1
+    producer.flush(30)
+    return count
+
+
+def _show(say: Say, title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    from kafka_iceberg.cli.output import table
+
+    say(f"\n{title} ({len(rows)} rows)")
+    say(table([[_cell(r.get(c)) for c in columns] for r in rows], columns))
+
+
+def _cell(value: Any) -> str:
+    text = value.hex(" ") if isinstance(value, bytes) else str(value)
+    return text if len(text) <= 48 else text[:45] + "..."
+
+
+def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: Path | None = None) -> dict[str, int]:
+    """Run the demo; returns row counts per table (as read back through pyiceberg)."""
+    from kafka_iceberg.observe.progress import Progress
+    from kafka_iceberg.runtime import observers_for, open_session, prepare, run
+
+    directory = stack_dir or run_dir() / "demo"
+    shutil.rmtree(directory, ignore_errors=True)  # a fresh lakehouse every time: the demo is repeatable
+    os.environ[RUN_DIR_ENV] = str(directory)  # ${local:...} in environments/local.yml resolve to this stack
+    stack = LocalStack(directory)
+    started = time.monotonic()
     state = stack.up(owned=True)
-    say(
-        f"local stack up in {time.monotonic() - t0:.1f}s: kafka {state.kafka_bootstrap}, "
-        f"s3 {state.s3_endpoint}, catalog {state.catalog_uri}"
-    )
+    say(f"local stack up in {time.monotonic() - started:.1f}s: Kafka {state.kafka_bootstrap}, "
+        f"S3 {state.s3_endpoint}, Iceberg REST catalog {state.catalog_uri}")  # fmt: skip
     try:
-        spark = get_spark(app_name="kafka-iceberg-demo")
-        attach_catalogs(
-            spark, [render(LOCAL_CATALOG, local_catalog_profile())], local_resolver(stack_dir=stack.run_dir)
-        )
-        ident = f"{LOCAL_CATALOG}.{DEMO_NAMESPACE}.{DEMO_TABLE}"
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {LOCAL_CATALOG}.{DEMO_NAMESPACE}")
-        spark.sql(f"DROP TABLE IF EXISTS {ident} PURGE")
-        spark.sql(
-            f"CREATE TABLE {ident} (sensor STRING, id BIGINT, ts TIMESTAMP, reading DOUBLE) USING iceberg "
-            "PARTITIONED BY (days(ts), bucket(16, id)) TBLPROPERTIES ('format-version'='2')"
-        )
-        spark.sql(
-            f"INSERT INTO {ident} VALUES "
-            "('north', 1, TIMESTAMP '2026-11-20 08:00:00', 12.5), "
-            "('south', 2, TIMESTAMP '2026-11-20 09:30:00', 14.0), "
-            "('north', 3, TIMESTAMP '2026-11-21 10:15:00', 11.75)"
-        )
-        say(f"spark wrote 3 rows to {ident} (partitioned by days(ts), bucket(16, id))")
-        table = pyiceberg_catalog(stack.status()).load_table(f"{DEMO_NAMESPACE}.{DEMO_TABLE}")
-        rows: list[dict[str, Any]] = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
-        say(f"pyiceberg read {len(rows)} rows back from {table.metadata.location}:")
-        for row in rows:
-            say(f"  {row}")
-        return rows
+        bootstrap = state.kafka_bootstrap
+        sent = {
+            "orders": _produce(bootstrap, "orders", ORDERS),
+            "clicks": _produce(bootstrap, "clicks", CLICKS),
+            "inventory": _produce(bootstrap, "inventory", INVENTORY),
+            "audit_auth": _produce(bootstrap, "audit_auth", AUDIT),
+            "blobs": _produce(bootstrap, "blobs", BLOBS),
+        }
+        say(f"sent to Kafka: {', '.join(f'{t} {n}' for t, n in sent.items())}")
+
+        logging.getLogger("kafka_iceberg.write").setLevel(logging.WARNING)  # the DDL is in the plan, not the story
+        prepared = prepare(pipeline, env_name="local")
+        say(f"running {pipeline} ({len(prepared.jobs)} tables) with the direct Kafka reader...")
+        spark = open_session(prepared)
+        observers = observers_for(prepared, spark, prepared.jobs[0].pipeline.pipeline, Progress(enabled=False))
+        reports = run(prepared, spark, stop=threading.Event(), observers=observers)
+        for r in reports:
+            say(f"  {r.table} batch {r.batch_id}: {r.records_in} read, {r.records_written} written, "
+                f"{r.records_failed} bad, snapshot {r.snapshot_id}")  # fmt: skip
+
+        catalog = pyiceberg_catalog(stack.status())
+        counts: dict[str, int] = {}
+        views = [
+            ("sales.orders", ["id", "name", "extendinfo", "partition", "offset"], "id"),
+            ("sales.orders_quarantine", ["partition", "offset", "_error_stage", "_error"], "_error_stage"),
+            ("web.clicks", ["partition", "offset", "value", "pt"], "value"),
+            ("stock.inventory", ["sku", "warehouse", "quantity", "price"], "sku"),
+            ("ops.audit_log", ["topic", "key", "value", "pt"], "key"),
+            ("ops.blobs", ["offset", "key", "value"], "offset"),
+        ]
+        for identifier, columns, order in views:
+            table = catalog.load_table(identifier)
+            rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r, o=order: str(r[o]))
+            counts[identifier] = len(rows)
+            _show(say, f"{identifier}  (pyiceberg, {table.metadata.location})", rows, columns)
+        errors = _read_topic(bootstrap, "orders_errors")
+        say(f"\norders_errors ({len(errors)} records, read with a Kafka consumer)")
+        for key, value, headers in errors:
+            say(f"  key={key!r} value={value!r} reason={headers.get('kafka_iceberg.errors.reason', b'').decode()}")
+        counts["orders_errors"] = len(errors)
+        return counts
     finally:
         stack.down()
-        say("local stack stopped")
+        say("\nlocal stack stopped")
+
+
+def _read_topic(bootstrap: str, topic: str) -> list[tuple[Any, Any, dict[str, bytes]]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-{uuid.uuid4().hex}"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return []
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        out = []
+        deadline = time.monotonic() + 15
+        while sum(ends.values()) > len(out) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                out.append((msg.key(), msg.value(), dict(msg.headers() or [])))
+        return out
+    finally:
+        consumer.close()

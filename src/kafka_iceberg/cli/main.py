@@ -81,8 +81,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kafka_iceberg.demo import run_demo
 
-    rows = run_demo(emit, Path(args.run_dir) if args.run_dir else None)
-    return EXIT_OK if rows else EXIT_FAILED
+    counts = run_demo(emit, Path(args.pipeline), Path(args.run_dir) if args.run_dir else None)
+    return EXIT_OK if counts.get("sales.orders") else EXIT_FAILED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     capture.set_defaults(handler=pipelines.cmd_capture)
 
     demo = sub.add_parser("demo", help="start the stack, write and read back a table, stop the stack")
-    demo.add_argument("--run-dir", help="state directory for the demo's stack")
+    demo.add_argument("--run-dir", help="state directory for the demo's stack (wiped first)")
+    demo.add_argument("--pipeline", default="pipelines/shop.yml", help="the pipeline to run")
     demo.set_defaults(handler=_cmd_demo)
     return parser
 
