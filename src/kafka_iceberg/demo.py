@@ -8,6 +8,7 @@ the error topic — prints them, and stops the stack.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -115,7 +116,8 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
         ]
         for identifier, columns, order in views:
             table = catalog.load_table(identifier)
-            rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r, o=order: str(r[o]))
+            rows: list[dict[str, Any]] = table.scan().to_arrow().to_pylist()
+            rows.sort(key=functools.partial(_sort_key, order))
             counts[identifier] = len(rows)
             _show(say, f"{identifier}  (pyiceberg, {table.metadata.location})", rows, columns)
         errors = _read_topic(bootstrap, "orders_errors")
@@ -129,7 +131,11 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
         say("\nlocal stack stopped")
 
 
-def _read_topic(bootstrap: str, topic: str) -> list[tuple[Any, Any, dict[str, bytes]]]:
+def _sort_key(column: str, row: dict[str, Any]) -> str:
+    return str(row[column])
+
+
+def _read_topic(bootstrap: str, topic: str) -> list[tuple[Any, Any, dict[str, Any]]]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-{uuid.uuid4().hex}"})
@@ -139,7 +145,7 @@ def _read_topic(bootstrap: str, topic: str) -> list[tuple[Any, Any, dict[str, by
             return []
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        out = []
+        out: list[tuple[Any, Any, dict[str, Any]]] = []
         deadline = time.monotonic() + 15
         while sum(ends.values()) > len(out) and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
