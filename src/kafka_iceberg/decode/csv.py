@@ -75,8 +75,8 @@ def csv_plan(spec: TableSpec, payload: dict[str, str], order: list[str], require
         for i, name in enumerate(order)
     }
     width = n + 1 + _DIAGNOSE_EXTRA
-    # Counting the fields of a bad record parses it again; the rows never need it.
-    wide = plan.add(3, "wide", f"CASE WHEN NOT {count_ok} THEN from_csv({appended}, {_schema(width)}, {options}) END")
+    # Counting the fields of a bad record parses it again, for error rows only.
+    wide = plan.add_late("wide", f"from_csv({appended}, {_schema(width)}, {options})")
     fields_array = f"array({', '.join(f'{wide}.c{i}' for i in range(width))})"
 
     null = null_payload(plan, spec, payload, nonce)

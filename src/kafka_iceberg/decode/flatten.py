@@ -80,6 +80,7 @@ def flatten_plan(
     p = parse_stages(plan, spec, nonce)
     columns = names_array(list(payload))
     keys = plan.add(3, "keys", f"map_keys({p.obj})")
+    texts = {name: plan.add(3, "t", f"try_element_at({p.obj}, {lit(name)})") for name in payload}
     # Hot path, for every document: with distinct keys that all are columns, an object has as many
     # keys as columns found. Higher-order functions and JSON parsing (interpreted in Spark 3.5, and
     # forcing row copies) appear only in messages, built for error rows.
@@ -108,7 +109,7 @@ def flatten_plan(
             f"coalesce(try_element_at({why}, k), 'not a column of the table'))), '; ')"
         )
 
-    anydoc = parse_any(p.text, nonce)
+    anydoc = plan.add_late("any", parse_any(p.text, nonce))
     not_object = (
         f"CASE WHEN {is_json(anydoc, nonce)} THEN concat({lit(f'expected a JSON object in {p.part}, got ')}, "
         f"{kind_of_json(p.text)}) ELSE {json_problem(p.text, p.part)} END"
@@ -125,7 +126,7 @@ def flatten_plan(
     )
     checks.problem(has_unknown, unknown_problem)
     for name, col_type in payload.items():
-        t = plan.add(3, "t", f"try_element_at({p.obj}, {lit(name)})")
+        t = texts[name]
         value = plan.add(4, "v", convert(t, col_type))
         ok = plan.add(5, "ok", converted_ok(t, value, col_type))
         plan.fields[name] = null.field(p.source, name, value)

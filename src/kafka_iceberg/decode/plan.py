@@ -64,6 +64,7 @@ class Plan:
     checks: Checks = field(default_factory=Checks)
     tombstone: str = "false"
     stages: list[list[tuple[str, str]]] = field(default_factory=list)
+    late: list[tuple[str, str]] = field(default_factory=list)
     _count: int = 0
 
     def add(self, stage: int, hint: str, sql: str) -> str:
@@ -73,6 +74,13 @@ class Plan:
         while len(self.stages) <= stage:
             self.stages.append([])
         self.stages[stage].append((name, sql))
+        return ident(name)
+
+    def add_late(self, hint: str, sql: str) -> str:
+        """Add a helper column computed for error rows only, for their messages."""
+        self._count += 1
+        name = f"_ki_{hint}{self._count}"
+        self.late.append((name, sql))
         return ident(name)
 
 
@@ -122,8 +130,13 @@ def assemble(frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: b
         fields.alias(_FIELDS),
         F.coalesce(F.expr(plan.tombstone), F.lit(False)).alias(_TOMB),
     )
-    # Every column passes through the Generate: the error messages need the helper columns.
-    staged = frame.select("*", F.inline(F.array(bundle)))
+    if plan.checks.rules or plan.checks.problems:
+        # Every column passes through the Generate: the error messages need the helper columns.
+        staged = frame.select("*", F.inline(F.array(bundle)))
+    else:  # binary: nothing can fail, and a literal false filter prunes the errors plan to nothing
+        staged = frame.select(
+            "*", *[bundle.getField(f).alias(f) for f in (_FIELDS, _TOMB)], F.lit(False).alias(_FAILED)
+        )
 
     out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
     out += [F.col(_FIELDS).getField(name).alias(name) for name in plan.payload]
@@ -134,7 +147,10 @@ def assemble(frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: b
     out.append(F.col(_TOMB).alias(TOMBSTONE_COLUMN))
     rows = staged.where(~F.col(_FAILED)).select(*out)
 
-    errors = staged.where(F.col(_FAILED)).select(
+    failed = staged.where(F.col(_FAILED))
+    if plan.late:
+        failed = failed.select("*", *[F.expr(sql).alias(name) for name, sql in plan.late])
+    errors = failed.select(
         *[F.col(c) for c in KAFKA_COLUMNS],
         F.col(KEY).alias("key"),
         F.col(VALUE).alias("value"),
