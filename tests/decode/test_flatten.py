@@ -152,3 +152,11 @@ def test_specs_that_cannot_decode(kafka_df: Any, fmt: str, keys: dict[str, Any],
     with pytest.raises(ConfigError) as err:
         decode(kafka_df([]), table(fmt, **keys), flush_time=FLUSH)
     assert [p.key_path for p in err.value.problems] == [key_path]
+
+
+def test_strict_without_a_schema_uses_the_table_columns(run: Any) -> None:
+    spec = table("flatten", schema_evolution="strict")
+    result = run(spec, [("k", '{"id":"x"}'), ("k", '{"id":"y","new":1}')], known_columns={"id": "string"})
+    assert [r["id"] for r in result.rows] == ["x"]
+    assert result.reasons() == {1: "unknown field new (schema_evolution is strict)"}
+    assert result.decoded.new_columns == {}

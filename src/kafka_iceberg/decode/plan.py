@@ -57,7 +57,7 @@ _HEADERS_MAP = (
 
 @dataclass
 class Plan:
-    """A format decoder's output: staged helper columns plus SQL for fields, error and tombstone."""
+    """A format decoder's output: staged helper columns plus SQL for fields, checks and tombstone."""
 
     payload: dict[str, str]
     fields: dict[str, str] = field(default_factory=dict)
@@ -135,7 +135,7 @@ def assemble(frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: b
         staged = frame.select("*", F.inline(F.array(bundle)))
     else:  # binary: nothing can fail, and a literal false filter prunes the errors plan to nothing
         staged = frame.select(
-            "*", *[bundle.getField(f).alias(f) for f in (_FIELDS, _TOMB)], F.lit(False).alias(_FAILED)
+            "*", fields.alias(_FIELDS), F.expr(plan.tombstone).alias(_TOMB), F.lit(False).alias(_FAILED)
         )
 
     out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
