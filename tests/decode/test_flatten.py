@@ -108,11 +108,12 @@ def test_flatten_infers_schema_without_one(run: Any) -> None:
 
 
 def test_known_columns_win_over_declared_and_inferred(run: Any) -> None:
-    known = {"id": "string", "score": "long"}
-    messages = [("k", '{"id":"A-1","score":5,"name":"n"}'), ("k", '{"id":"B","score":"high"}')]
+    known = {"id": "string", "score": "long", "small": "smallint"}  # smallint: a table made elsewhere
+    messages = [("k", '{"id":"A-1","score":5,"name":"n","small":7}'), ("k", '{"id":"B","score":"high"}')]
     result = run(table("flatten", schema={"columns": {"id": "long", "name": "string"}}), messages, known_columns=known)
-    assert result.decoded.rows.columns[4:7] == ["id", "score", "name"]  # the table's order first
-    assert [(r["id"], r["score"], r["name"]) for r in result.rows] == [("A-1", 5, "n")]
+    assert result.decoded.rows.columns[4:8] == ["id", "score", "small", "name"]  # the table's order first
+    assert dict(result.decoded.rows.dtypes)["small"] == "smallint"
+    assert [(r["id"], r["score"], r["small"], r["name"]) for r in result.rows] == [("A-1", 5, 7, "n")]
     assert result.reasons() == {1: 'field score: expected long, got "high"'}
     assert result.decoded.new_columns == {}
 
@@ -137,3 +138,25 @@ def test_discovery_needs_a_batch_dataframe(spark: Any, tmp_path: Any, kafka_df: 
     assert "foreachBatch" in problem.expected
     # strict with a declared schema needs no discovery: fine on a stream
     decode(stream, table("flatten", schema={"columns": COLUMNS}, schema_evolution="strict"), flush_time=FLUSH)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "keys", "key_path"),
+    [
+        ("csv", {}, "schema"),
+        ("csv", {"schema": {"columns": {"a": "long"}}, "source_mode": "default"}, "source.mode"),
+        ("flatten", {"schema_evolution": "strict"}, "schema_evolution"),
+    ],
+)
+def test_specs_that_cannot_decode(kafka_df: Any, fmt: str, keys: dict[str, Any], key_path: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        decode(kafka_df([]), table(fmt, **keys), flush_time=FLUSH)
+    assert [p.key_path for p in err.value.problems] == [key_path]
+
+
+def test_strict_without_a_schema_uses_the_table_columns(run: Any) -> None:
+    spec = table("flatten", schema_evolution="strict")
+    result = run(spec, [("k", '{"id":"x"}'), ("k", '{"id":"y","new":1}')], known_columns={"id": "string"})
+    assert [r["id"] for r in result.rows] == ["x"]
+    assert result.reasons() == {1: "unknown field new (schema_evolution is strict)"}
+    assert result.decoded.new_columns == {}

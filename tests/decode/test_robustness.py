@@ -71,3 +71,10 @@ def test_rows_parse_each_document_once(kafka_df: Any) -> None:
     for df in (decoded.rows, decoded.errors):
         plan = df._jdf.queryExecution().optimizedPlan().toString()
         assert plan.count("from_json(ArrayType(MapType(StringType,StringType") == 1
+
+
+def test_binary_errors_plan_reads_nothing(kafka_df: Any) -> None:
+    decoded = decode(kafka_df([("k", b"\xff")]), table("binary"), flush_time=FLUSH)
+    plan = decoded.errors._jdf.queryExecution().optimizedPlan().toString()
+    assert "LocalRelation <empty>" in plan
+    assert decoded.errors.count() == 0

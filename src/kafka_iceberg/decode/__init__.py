@@ -107,39 +107,52 @@ def decode(
     elif fmt == "json":
         plan = json_plan(spec, nonce)
     else:
-        declared = payload_columns(spec, base_dir)
-        required = _required(spec, base_dir)
-        payload = {**(declared or {}), **(known_columns or {})}  # known types win
-        payload = {name: payload[name] for name in [*(known_columns or {}), *(declared or {})]}
-        if fmt == "csv":
-            if not payload:
-                raise _config_error(spec, "schema", None, "schema.columns (or json_schema) naming the CSV columns")
-            layout = spec.source.csv
-            order = list(layout.columns) if layout and layout.columns else list(declared or payload)
-            plan = csv_plan(spec, payload, order, required, nonce)
-        else:
-            rejected: dict[str, str] = {}
-            if spec.schema_evolution != "strict" or declared is None:
-                if declared is None and spec.schema_evolution == "strict" and not known_columns:
-                    raise _config_error(spec, "schema_evolution", "strict", "add_columns or full, or a declared schema")
-                if df.isStreaming:
-                    raise _config_error(
-                        spec,
-                        "schema_evolution",
-                        spec.schema_evolution,
-                        "strict with a declared schema, or decode each micro-batch (foreachBatch): "
-                        "finding new flatten columns needs a batch DataFrame",
-                    )
-                probe = Plan(payload={})
-                parsed = parse_stages(probe, spec, nonce)
-                found = discover(apply_stages(frame, probe), parsed, payload)
-                new_columns, rejected = found.new_columns, found.rejected
-                payload.update(new_columns)
-            plan = flatten_plan(spec, payload, required, nonce, rejected=rejected)
+        plan, new_columns = _structured_plan(
+            frame, spec, nonce, streaming=df.isStreaming, known_columns=known_columns, base_dir=base_dir
+        )
     rows, errors = assemble(
         frame, plan, pt=pt_value(spec.partition_window, flush_time), include_headers=spec.source.include_headers
     )
     return Decoded(rows=rows, errors=errors, new_columns=new_columns)
+
+
+def _structured_plan(
+    frame: DataFrame,
+    spec: TableSpec,
+    nonce: str,
+    *,
+    streaming: bool,
+    known_columns: Mapping[str, str] | None,
+    base_dir: Path | None,
+) -> tuple[Plan, dict[str, str]]:
+    """The plan for csv or flatten, and (flatten) the new columns found in the batch."""
+    known = dict(known_columns or {})
+    declared = payload_columns(spec, base_dir) or {}
+    required = _required(spec, base_dir)
+    payload = {name: known.get(name) or declared[name] for name in [*known, *declared]}  # table types win
+    if spec.source.format == "csv":
+        if not payload:
+            raise _config_error(spec, "schema", None, "schema.columns (or json_schema) naming the CSV columns")
+        layout = spec.source.csv
+        order = list(layout.columns) if layout and layout.columns else list(declared or payload)
+        return csv_plan(spec, payload, order, required, nonce), {}
+    if spec.schema_evolution == "strict":
+        if not payload:
+            raise _config_error(spec, "schema_evolution", "strict", "add_columns or full, or a declared schema")
+        return flatten_plan(spec, payload, required, nonce, rejected={}), {}
+    if streaming:
+        raise _config_error(
+            spec,
+            "schema_evolution",
+            spec.schema_evolution,
+            "strict with a declared schema, or decode each micro-batch (foreachBatch): "
+            "finding new flatten columns needs a batch DataFrame",
+        )
+    probe = Plan(payload={})
+    parsed = parse_stages(probe, spec, nonce)
+    found = discover(apply_stages(frame, probe), parsed, payload)
+    payload.update(found.new_columns)
+    return flatten_plan(spec, payload, required, nonce, rejected=found.rejected), found.new_columns
 
 
 def _required(spec: TableSpec, base_dir: Path | None) -> set[str]:

@@ -12,10 +12,9 @@ sentinel field is appended to every message: it must come back exactly in positi
 from __future__ import annotations
 
 from kafka_iceberg.decode.plan import KEY, VALUE, Plan
-from kafka_iceberg.decode.sql import convert, converted_ok, field_error, lit, reasons, utf8_ok
+from kafka_iceberg.decode.sql import convert, converted_ok, field_error, lit, sql_type, utf8_ok
 from kafka_iceberg.decode.tombstone import null_payload
 from kafka_iceberg.spec.model import CsvLayout, TableSpec
-from kafka_iceberg.spec.types import spark_sql_type
 
 _DIAGNOSE_EXTRA = 64  # how many surplus fields an error message can count exactly
 
@@ -76,22 +75,26 @@ def csv_plan(spec: TableSpec, payload: dict[str, str], order: list[str], require
         for i, name in enumerate(order)
     }
     width = n + 1 + _DIAGNOSE_EXTRA
-    wide = plan.add(3, "wide", f"CASE WHEN NOT {count_ok} THEN from_csv({appended}, {_schema(width)}, {options}) END")
+    # Counting the fields of a bad record parses it again, for error rows only.
+    wide = plan.add_late("wide", f"from_csv({appended}, {_schema(width)}, {options})")
     fields_array = f"array({', '.join(f'{wide}.c{i}' for i in range(width))})"
 
     null = null_payload(plan, spec, payload, nonce)
-    problems = []
+    checks = plan.checks
+    null.rule(checks, source)
+    checks.rule(f"{text} IS NULL", lit(f"invalid UTF-8 in {part}"))
+    checks.rule(f"octet_length({source}) = 0", lit(f"empty {part} (0 bytes)"))
     for name, col_type in payload.items():
         if name not in texts:
-            plan.fields[name] = null.values.get(name, f"CAST(NULL AS {spark_sql_type(col_type)})")
+            plan.fields[name] = null.values.get(name, f"CAST(NULL AS {sql_type(col_type)})")
             continue
         t = texts[name]
         value = plan.add(3, "v", convert(t, col_type))
         ok = plan.add(4, "ok", converted_ok(t, value, col_type))
         plan.fields[name] = null.field(source, name, value)
-        problems.append((f"NOT {ok}", field_error(f"field {name}", t, col_type)))
+        checks.problem(f"NOT {ok}", field_error(f"field {name}", t, col_type))
         if name in required:
-            problems.append((f"{t} IS NULL", lit(f"field {name}: required but missing or null")))
+            checks.problem(f"{t} IS NULL", lit(f"field {name}: required but missing or null"))
 
     position = f"array_position({fields_array}, {lit(sentinel)})"
     count_problem = (
@@ -100,12 +103,6 @@ def csv_plan(spec: TableSpec, payload: dict[str, str], order: list[str], require
         f"THEN {lit(f'unterminated quoted field in CSV {part}')} "
         f"ELSE {lit(f'expected {n} CSV columns, got more than {width - 1}')} END"
     )
-    plan.error = (
-        f"CASE WHEN {source} IS NULL THEN {null.error} "
-        f"WHEN {text} IS NULL THEN {lit(f'invalid UTF-8 in {part}')} "
-        f"WHEN octet_length({source}) = 0 THEN {lit(f'empty {part} (0 bytes)')} "
-        f"WHEN NOT {count_ok} THEN {count_problem} "
-        f"ELSE {reasons(problems)} END"
-    )
+    checks.rule(f"NOT {count_ok}", count_problem)
     plan.tombstone = null.tombstone
     return plan

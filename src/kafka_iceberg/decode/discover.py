@@ -54,11 +54,13 @@ def discover(frame: DataFrame, parsed: Parsed, columns: Mapping[str, str]) -> Di
 
     obj = parsed.obj
     valid = f"{obj} IS NOT NULL AND size({obj}) = size(array_distinct(map_keys({obj})))"
-    fresh = (
-        f"map_keys(map_filter({obj}, (k, v) -> v IS NOT NULL AND NOT array_contains({names_array(list(columns))}, k)))"
-    )
+    known = names_array(list(columns))
+    fresh = f"map_keys(map_filter({obj}, (k, v) -> v IS NOT NULL AND NOT array_contains({known}, k)))"
+    # A document whose keys all are columns costs a count; only the others reach map_filter.
+    found = " + ".join(f"CAST(map_contains_key({obj}, {lit(n)}) AS INT)" for n in columns) or "0"
     firsts = (
-        frame.where(valid)
+        frame.where(f"{obj} IS NOT NULL AND size({obj}) != {found}")
+        .where(valid)
         .select("topic", "partition", "offset", F.posexplode(F.expr(fresh)).alias("pos", "k"))
         .groupBy("k")
         .agg(F.min(F.struct("topic", "partition", "offset", "pos")).alias("first"))

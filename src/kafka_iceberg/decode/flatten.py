@@ -28,7 +28,6 @@ from kafka_iceberg.decode.sql import (
     object_of,
     parse_any,
     parse_object,
-    reasons,
     utf8_ok,
 )
 from kafka_iceberg.decode.tombstone import null_payload
@@ -81,21 +80,25 @@ def flatten_plan(
     p = parse_stages(plan, spec, nonce)
     columns = names_array(list(payload))
     keys = plan.add(3, "keys", f"map_keys({p.obj})")
-    anydoc = plan.add(
-        3, "any", f"CASE WHEN {p.obj} IS NULL AND octet_length({p.source}) > 0 THEN {parse_any(p.text, nonce)} END"
-    )
-    dup = plan.add(4, "dup", f"size({keys}) != size(array_distinct({keys}))")
+    texts = {name: plan.add(3, "t", f"try_element_at({p.obj}, {lit(name)})") for name in payload}
+    # Hot path, for every document: with distinct keys that all are columns, an object has as many
+    # keys as columns found. Higher-order functions and JSON parsing (interpreted in Spark 3.5, and
+    # forcing row copies) appear only in messages, built for error rows.
+    found = " + ".join(f"CAST(map_contains_key({p.obj}, {lit(n)}) AS INT)" for n in payload) or "0"
+    odd = plan.add(3, "odd", f"size({p.obj}) != {found}")
+    dup = plan.add(4, "dup", f"{odd} AND size({keys}) != size(array_distinct({keys}))")
     if spec.schema_evolution == "strict":
-        unknown = plan.add(4, "unknown", f"filter({keys}, k -> NOT array_contains({columns}, k))")
+        has_unknown = odd  # once duplicates are ruled out
+        unknown = f"filter({keys}, k -> NOT array_contains({columns}, k))"
         unknown_problem = (
             f"concat(CASE WHEN size({unknown}) = 1 THEN 'unknown field ' ELSE 'unknown fields ' END, "
             f"array_join({unknown}, ', '), ' (schema_evolution is strict)')"
         )
     else:
-        # Keys holding only null were not made columns: nothing of theirs is lost.
-        unknown = plan.add(
-            4, "unknown", f"map_keys(map_filter({p.obj}, (k, v) -> v IS NOT NULL AND NOT array_contains({columns}, k)))"
-        )
+        # Discovery made a column of every key with a value in this batch, except the rejected
+        # ones; keys holding only null got none, and nothing of theirs is lost.
+        has_unknown = " OR ".join(f"try_element_at({p.obj}, {lit(k)}) IS NOT NULL" for k in rejected) or "false"
+        unknown = f"map_keys(map_filter({p.obj}, (k, v) -> v IS NOT NULL AND NOT array_contains({columns}, k)))"
         why = (
             "map(" + ", ".join(f"{lit(k)}, {lit(v)}" for k, v in rejected.items()) + ")"
             if rejected
@@ -106,30 +109,29 @@ def flatten_plan(
             f"coalesce(try_element_at({why}, k), 'not a column of the table'))), '; ')"
         )
 
-    null = null_payload(plan, spec, payload, nonce)
-    problems = [(f"size({unknown}) > 0", unknown_problem)]
-    for name, col_type in payload.items():
-        t = plan.add(3, "t", f"try_element_at({p.obj}, {lit(name)})")
-        value = plan.add(4, "v", convert(t, col_type))
-        ok = plan.add(5, "ok", converted_ok(t, value, col_type))
-        plan.fields[name] = null.field(p.source, name, value)
-        problems.append((f"NOT {ok}", field_error(f"field {name}", t, col_type)))
-        if name in required:
-            problems.append((f"{t} IS NULL", lit(f"field {name}: required but missing or null")))
-
+    anydoc = plan.add_late("any", parse_any(p.text, nonce))
     not_object = (
         f"CASE WHEN {is_json(anydoc, nonce)} THEN concat({lit(f'expected a JSON object in {p.part}, got ')}, "
         f"{kind_of_json(p.text)}) ELSE {json_problem(p.text, p.part)} END"
     )
     duplicates = f"array_distinct(filter({keys}, k -> size(filter({keys}, x -> x = k)) > 1))"
-    plan.error = (
-        f"CASE WHEN {p.source} IS NULL THEN {null.error} "
-        f"WHEN {p.text} IS NULL THEN {lit(f'invalid UTF-8 in {p.part}')} "
-        f"WHEN octet_length({p.source}) = 0 THEN {lit(f'empty {p.part} (0 bytes)')} "
-        f"WHEN {p.obj} IS NULL THEN {not_object} "
-        f"WHEN {dup} THEN concat('duplicate key ', array_join({duplicates}, ', '), "
-        f"{lit(f' in the JSON object in {p.part}')}) "
-        f"ELSE {reasons(problems)} END"
+    null = null_payload(plan, spec, payload, nonce)
+    checks = plan.checks
+    null.rule(checks, p.source)
+    checks.rule(f"{p.text} IS NULL", lit(f"invalid UTF-8 in {p.part}"))
+    checks.rule(f"octet_length({p.source}) = 0", lit(f"empty {p.part} (0 bytes)"))
+    checks.rule(f"{p.obj} IS NULL", not_object)
+    checks.rule(
+        dup, f"concat('duplicate key ', array_join({duplicates}, ', '), {lit(f' in the JSON object in {p.part}')})"
     )
+    checks.problem(has_unknown, unknown_problem)
+    for name, col_type in payload.items():
+        t = texts[name]
+        value = plan.add(4, "v", convert(t, col_type))
+        ok = plan.add(5, "ok", converted_ok(t, value, col_type))
+        plan.fields[name] = null.field(p.source, name, value)
+        checks.problem(f"NOT {ok}", field_error(f"field {name}", t, col_type))
+        if name in required:
+            checks.problem(f"{t} IS NULL", lit(f"field {name}: required but missing or null"))
     plan.tombstone = null.tombstone
     return plan

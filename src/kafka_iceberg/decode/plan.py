@@ -2,11 +2,13 @@
 
 A decoder adds columns in *stages* (one ``select`` each, so a later stage can name an earlier
 column in ``try_cast``) and then states, as SQL over those columns, each payload column's typed
-value, the record's error reason (NULL when fine) and whether it is a tombstone.
+value, the :class:`~kafka_iceberg.decode.sql.Checks` that make a record an error, and whether it
+is a tombstone.
 
-Assembly passes everything through ``inline(array(struct(...)))`` before splitting rows from
-errors. Without that barrier Spark pushes the ``_error IS NULL`` filter below the projection and
-evaluates the whole decode (``from_json`` included) twice per record.
+Assembly passes the per-record outcome through ``inline(array(struct(...)))`` before splitting
+rows from errors. Without that barrier Spark pushes the filter below the projection and
+evaluates the whole decode (``from_json`` included) twice per record. Error messages are built
+after the split, for error rows only.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafka_iceberg.decode.sql import ident
+from kafka_iceberg.decode.sql import Checks, ident
 from kafka_iceberg.spec.columns import HEADERS_COLUMN, KAFKA_COLUMNS, PT_COLUMN
 
 if TYPE_CHECKING:
@@ -24,7 +26,7 @@ KEY = "_ki_key"
 VALUE = "_ki_value"
 HEADERS = "_ki_headers"
 TOMBSTONE_COLUMN = "_ki_tombstone"
-_ERROR = "_ki_error"
+_FAILED = "_ki_failed"
 _FIELDS = "_ki_fields"
 _TOMB = "_ki_tomb"
 
@@ -55,13 +57,14 @@ _HEADERS_MAP = (
 
 @dataclass
 class Plan:
-    """A format decoder's output: staged helper columns plus SQL for fields, error and tombstone."""
+    """A format decoder's output: staged helper columns plus SQL for fields, checks and tombstone."""
 
     payload: dict[str, str]
     fields: dict[str, str] = field(default_factory=dict)
-    error: str = "CAST(NULL AS STRING)"
+    checks: Checks = field(default_factory=Checks)
     tombstone: str = "false"
     stages: list[list[tuple[str, str]]] = field(default_factory=list)
+    late: list[tuple[str, str]] = field(default_factory=list)
     _count: int = 0
 
     def add(self, stage: int, hint: str, sql: str) -> str:
@@ -71,6 +74,13 @@ class Plan:
         while len(self.stages) <= stage:
             self.stages.append([])
         self.stages[stage].append((name, sql))
+        return ident(name)
+
+    def add_late(self, hint: str, sql: str) -> str:
+        """Add a helper column computed for error rows only, for their messages."""
+        self._count += 1
+        name = f"_ki_{hint}{self._count}"
+        self.late.append((name, sql))
         return ident(name)
 
 
@@ -116,11 +126,17 @@ def assemble(frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: b
     else:  # a flatten batch with no column at all; Spark has no empty struct
         fields = F.struct(F.lit(None).cast("string").alias("_ki_none"))
     bundle = F.struct(
-        F.expr(plan.error).cast("string").alias(_ERROR),
+        F.coalesce(F.expr(plan.checks.fails()), F.lit(False)).alias(_FAILED),
         fields.alias(_FIELDS),
         F.coalesce(F.expr(plan.tombstone), F.lit(False)).alias(_TOMB),
     )
-    staged = frame.select(*KAFKA_COLUMNS, KEY, VALUE, HEADERS, F.inline(F.array(bundle)))
+    if plan.checks.rules or plan.checks.problems:
+        # Every column passes through the Generate: the error messages need the helper columns.
+        staged = frame.select("*", F.inline(F.array(bundle)))
+    else:  # binary: nothing can fail, and a literal false filter prunes the errors plan to nothing
+        staged = frame.select(
+            "*", fields.alias(_FIELDS), F.expr(plan.tombstone).alias(_TOMB), F.lit(False).alias(_FAILED)
+        )
 
     out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
     out += [F.col(_FIELDS).getField(name).alias(name) for name in plan.payload]
@@ -129,14 +145,17 @@ def assemble(frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: b
     if include_headers:
         out.append(F.expr(_HEADERS_MAP).alias(HEADERS_COLUMN))
     out.append(F.col(_TOMB).alias(TOMBSTONE_COLUMN))
-    rows = staged.where(F.col(_ERROR).isNull()).select(*out)
+    rows = staged.where(~F.col(_FAILED)).select(*out)
 
-    errors = staged.where(F.col(_ERROR).isNotNull()).select(
+    failed = staged.where(F.col(_FAILED))
+    if plan.late:
+        failed = failed.select("*", *[F.expr(sql).alias(name) for name, sql in plan.late])
+    errors = failed.select(
         *[F.col(c) for c in KAFKA_COLUMNS],
         F.col(KEY).alias("key"),
         F.col(VALUE).alias("value"),
         F.col(HEADERS).alias("headers"),
-        F.col(_ERROR).alias("_error"),
+        F.expr(plan.checks.reason()).cast("string").alias("_error"),
         F.lit(ERROR_STAGE).alias("_error_stage"),
         F.expr(f"nullif(to_json({_FIELDS}), '{{}}')").alias("_decoded"),
     )

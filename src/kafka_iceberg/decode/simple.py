@@ -7,7 +7,7 @@ the key (value column NULL). A null value is a tombstone under upsert when the v
 from __future__ import annotations
 
 from kafka_iceberg.decode.plan import KEY, VALUE, Plan
-from kafka_iceberg.decode.sql import is_json, json_problem, lit, parse_any, reasons, utf8_ok
+from kafka_iceberg.decode.sql import is_json, json_problem, lit, parse_any, utf8_ok
 from kafka_iceberg.decode.tombstone import null_payload
 from kafka_iceberg.spec.model import TableSpec
 
@@ -27,15 +27,13 @@ def text_plan(spec: TableSpec) -> Plan:
     """``key``/``value`` as UTF-8 strings; invalid UTF-8 is an error, an empty message an empty string."""
     uses_key, uses_value = _parts(spec)
     plan = Plan(payload={"key": "string", "value": "string"})
-    problems = []
     for name, column, used in (("key", KEY, uses_key), ("value", VALUE, uses_value)):
         if not used:
             plan.fields[name] = NULL_STRING
             continue
         ok = plan.add(0, f"{name}utf", utf8_ok(column))
         plan.fields[name] = f"CASE WHEN {ok} THEN CAST({column} AS STRING) END"
-        problems.append((f"NOT {ok}", lit(f"invalid UTF-8 in {name}")))
-    plan.error = reasons(problems)
+        plan.checks.problem(f"NOT {ok}", lit(f"invalid UTF-8 in {name}"))
     plan.tombstone = _tombstone_flag(spec, uses_value)
     return plan
 
@@ -61,18 +59,15 @@ def json_plan(spec: TableSpec, nonce: str) -> Plan:
     document = f"CASE WHEN {valid} THEN {text} END"
 
     if part == "key":  # a null key is a NULL key column, as for every format
-        on_null = NULL_STRING
+        plan.checks.rule(f"{source} IS NULL", NULL_STRING, "false")
         plan.fields = {"key": document, "value": NULL_STRING}
     else:
         null = null_payload(plan, spec, plan.payload, nonce)
-        on_null = null.error
+        null.rule(plan.checks, source)
         key_on_tombstone = null.values.get("key", NULL_STRING)
         plan.fields = {"key": f"CASE WHEN {VALUE} IS NULL THEN {key_on_tombstone} END", "value": document}
         plan.tombstone = null.tombstone
-    plan.error = (
-        f"CASE WHEN {source} IS NULL THEN {on_null} "
-        f"WHEN {text} IS NULL THEN {lit(f'invalid UTF-8 in {part}')} "
-        f"WHEN octet_length({source}) = 0 THEN {lit(f'empty {part} (0 bytes)')} "
-        f"WHEN NOT {valid} THEN {json_problem(text, part)} END"
-    )
+    plan.checks.rule(f"{text} IS NULL", lit(f"invalid UTF-8 in {part}"))
+    plan.checks.rule(f"octet_length({source}) = 0", lit(f"empty {part} (0 bytes)"))
+    plan.checks.rule(f"NOT {valid}", json_problem(text, part))
     return plan

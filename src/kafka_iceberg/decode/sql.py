@@ -12,8 +12,9 @@ message names the field, the expected type and what came (``field id: expected l
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field
 
-from kafka_iceberg.spec.types import spark_sql_type
+from kafka_iceberg.spec.types import SPARK_SQL, spark_sql_type
 
 # Spark's JSON reader accepts 'single quotes' and NaN/Infinity tokens by default; neither is JSON.
 JSON_OPTIONS_SQL = "map('allowSingleQuotes', 'false', 'allowNonNumericNumbers', 'false')"
@@ -122,6 +123,11 @@ def shown(text: str) -> str:
     )
 
 
+def sql_type(col_type: str) -> str:
+    """Spark SQL spelling of a column type; a table's type specs cannot declare (``smallint``) as is."""
+    return spark_sql_type(col_type) if col_type in SPARK_SQL or col_type.startswith("decimal(") else col_type
+
+
 def convert(text: str, col_type: str) -> str:
     """The typed value of ``text`` (a column of JSON or CSV text), NULL when it does not convert.
 
@@ -140,11 +146,11 @@ def convert(text: str, col_type: str) -> str:
     if col_type in ("timestamp", "timestamp_ntz"):
         return (
             f"CASE WHEN trim({t}) RLIKE '^[+-]?[0-9]{{4,}}-[0-9]{{2}}-[0-9]{{2}}' "
-            f"THEN try_cast({t} AS {spark_sql_type(col_type)}) END"
+            f"THEN try_cast({t} AS {sql_type(col_type)}) END"
         )
     if col_type == "binary":
         return f"try_to_binary({t}, 'base64')"
-    return f"try_cast({t} AS {spark_sql_type(col_type)})"
+    return f"try_cast({t} AS {sql_type(col_type)})"
 
 
 def converted_ok(text: str, value: str, col_type: str) -> str:
@@ -167,14 +173,38 @@ def field_error(label: str, text: str, col_type: str) -> str:
     return f"concat({lit(f'{label}: expected {col_type}, got ')}, {shown(text)})"
 
 
-def reasons(problems: list[tuple[str, str]]) -> str:
-    """Every failing check's message joined with ``; ``, or NULL when all pass.
+@dataclass
+class Checks:
+    """What makes a record an error: record-level rules, then field-level problems.
 
-    ``problems`` holds (condition that signals the problem, message). The conditions are tested
-    first so a good record costs a few boolean tests and no string work.
+    Rules are tried in order and the first whose condition holds decides; if none holds, every
+    problem whose condition holds is reported, joined with ``; ``. :meth:`fails` is the cheap
+    boolean evaluated for every record; :meth:`reason` builds the message and is evaluated for
+    error rows only (a large expression on the hot path keeps the JIT from compiling it).
     """
-    if not problems:
-        return "CAST(NULL AS STRING)"
-    any_bad = " OR ".join(f"coalesce({cond}, false)" for cond, _ in problems)
-    parts = ", ".join(f"CASE WHEN {cond} THEN {message} END" for cond, message in problems)
-    return f"CASE WHEN {any_bad} THEN concat_ws('; ', {parts}) END"
+
+    rules: list[tuple[str, str, str]] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def rule(self, when: str, reason: str, fails: str = "true") -> None:
+        """A record-level rule; ``fails`` says whether a record it matches is an error."""
+        self.rules.append((when, reason, fails))
+
+    def problem(self, when: str, reason: str) -> None:
+        """A field-level problem."""
+        self.problems.append((when, reason))
+
+    def fails(self) -> str:
+        """SQL: true when the record is an error."""
+        tail = " OR ".join(f"coalesce({when}, false)" for when, _ in self.problems) or "false"
+        if not self.rules:
+            return tail
+        return "CASE " + " ".join(f"WHEN {w} THEN {f}" for w, _, f in self.rules) + f" ELSE {tail} END"
+
+    def reason(self) -> str:
+        """SQL: the error message (meaningful where :meth:`fails` holds)."""
+        parts = ", ".join(f"CASE WHEN {when} THEN {reason} END" for when, reason in self.problems)
+        tail = f"concat_ws('; ', {parts})" if parts else "CAST(NULL AS STRING)"
+        if not self.rules:
+            return tail
+        return "CASE " + " ".join(f"WHEN {w} THEN {r}" for w, r, _ in self.rules) + f" ELSE {tail} END"
