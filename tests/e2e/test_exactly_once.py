@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,16 +90,25 @@ def chaos(stack, lake, tmp_path_factory):
     command = [str(BIN / "ingest-flatten"), "--pipeline", str(path), "--env", "local"]
     rng = random.Random(SEED)
     kills, progress = [], []
-    for _ in range(KILLS):
+    for attempt in range(KILLS):
         proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)  # fmt: skip
-        delay = rng.uniform(6, 40)
+        # Odd attempts die at a random moment (start-up included); even ones at a random moment just
+        # after the next commit lands, so some crashes always fall between commits whatever the load.
+        if attempt % 2:
+            deadline = time.monotonic() + rng.uniform(3, 40)
+        else:
+            before = committed_records(lake, ns)
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and proc.poll() is None and committed_records(lake, ns) == before:
+                time.sleep(0.5)
+            deadline = time.monotonic() + rng.uniform(0, 4)
         try:
-            proc.wait(delay)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # python, spark-submit and the JVM at once: a hard crash
             proc.wait(30)
-            kills.append(round(delay, 1))
+            kills.append(attempt)
             progress.append(committed_records(lake, ns))
     final = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     assert final.returncode == 0, f"seed {SEED}: {final.stdout}\n{final.stderr[-4000:]}"

@@ -198,3 +198,9 @@ def test_unquoted_reference_in_a_flow_mapping_gets_a_hint(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_pipeline(bad)
     assert "quote ${...} references" in str(err.value)
+
+
+def test_the_arrow_decoder_is_refused_with_its_reason():
+    found = problems({"pipeline": "p", "tables": [table(source={"topics": ["t"], "decoder": "arrow"})]})
+    problem = found["tables[0].source.decoder"]
+    assert problem.code == "NOT_AVAILABLE" and "auto or spark" in problem.expected

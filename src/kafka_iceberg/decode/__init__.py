@@ -18,10 +18,7 @@ from kafka_iceberg.decode.csv import csv_plan
 from kafka_iceberg.decode.discover import discover
 from kafka_iceberg.decode.flatten import flatten_plan, parse_stages
 from kafka_iceberg.decode.plan import (
-    ERROR_COLUMNS,
     ERROR_STAGE,
-    HEADERS_ARRAY_TYPE,
-    TOMBSTONE_COLUMN,
     Plan,
     apply_stages,
     assemble,
@@ -31,6 +28,9 @@ from kafka_iceberg.decode.pt import pt_value
 from kafka_iceberg.decode.simple import binary_plan, json_plan, text_plan
 from kafka_iceberg.decode.sql import new_nonce
 from kafka_iceberg.errors import ConfigError
+from kafka_iceberg.records import ERROR_COLUMN_TYPES as ERROR_COLUMNS
+from kafka_iceberg.records import HEADERS_TYPE as HEADERS_ARRAY_TYPE
+from kafka_iceberg.records import TOMBSTONE_COLUMN
 from kafka_iceberg.spec.columns import payload_columns
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.spec.types import columns_from_json_schema

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.config import IDENTIFIER, IDENTIFIER_EXPECTED
 from kafka_iceberg.decode.flatten import Parsed, names_array
-from kafka_iceberg.decode.plan import TOMBSTONE_COLUMN
 from kafka_iceberg.decode.sql import JSON_OPTIONS_SQL, ident, lit
+from kafka_iceberg.records import TOMBSTONE_COLUMN
 from kafka_iceberg.spec.columns import FIXED_COLUMNS
 
 if TYPE_CHECKING:

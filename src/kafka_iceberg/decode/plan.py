@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.decode.sql import Checks, ident
+from kafka_iceberg.records import HEADERS_TYPE as HEADERS_ARRAY_TYPE
+from kafka_iceberg.records import TOMBSTONE_COLUMN
 from kafka_iceberg.spec.columns import HEADERS_COLUMN, KAFKA_COLUMNS, PT_COLUMN
 
 if TYPE_CHECKING:
@@ -25,25 +27,9 @@ if TYPE_CHECKING:
 KEY = "_ki_key"
 VALUE = "_ki_value"
 HEADERS = "_ki_headers"
-TOMBSTONE_COLUMN = "_ki_tombstone"
 _FAILED = "_ki_failed"
 _FIELDS = "_ki_fields"
 _TOMB = "_ki_tomb"
-
-HEADERS_ARRAY_TYPE = "array<struct<key:string,value:binary>>"
-ERROR_COLUMNS: dict[str, str] = {
-    "topic": "string",
-    "partition": "int",
-    "offset": "long",
-    "timestamp": "timestamp",
-    "key": "binary",
-    "value": "binary",
-    "headers": HEADERS_ARRAY_TYPE,
-    "_error": "string",
-    "_error_stage": "string",
-    "_decoded": "string",
-}
-"""Error rows: the record's coordinates and bytes unchanged, plus the reason (name → Spark type)."""
 
 ERROR_STAGE = "decode"
 _REQUIRED_INPUT = ("key", "value", "topic", "partition", "offset", "timestamp")
