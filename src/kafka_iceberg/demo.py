@@ -15,12 +15,11 @@ import os
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from kafka_iceberg.local.readback import pyiceberg_catalog
+from kafka_iceberg.local.readback import pyiceberg_catalog, read_topic
 from kafka_iceberg.local.stack import LocalStack
 from kafka_iceberg.paths import RUN_DIR_ENV, run_dir
 
@@ -120,10 +119,11 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
             rows.sort(key=functools.partial(_sort_key, order))
             counts[identifier] = len(rows)
             _show(say, f"{identifier}  (pyiceberg, {table.metadata.location})", rows, columns)
-        errors = _read_topic(bootstrap, "orders_errors")
+        errors = read_topic(bootstrap, "orders_errors")
         say(f"\norders_errors ({len(errors)} records, read with a Kafka consumer)")
-        for key, value, headers in errors:
-            say(f"  key={key!r} value={value!r} reason={headers.get('kafka_iceberg.errors.reason', b'').decode()}")
+        for record in errors:
+            reason = dict(record.headers).get("kafka_iceberg.errors.reason") or b""
+            say(f"  key={record.key!r} value={record.value!r} reason={reason.decode()}")
         counts["orders_errors"] = len(errors)
         return counts
     finally:
@@ -133,24 +133,3 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
 
 def _sort_key(column: str, row: dict[str, Any]) -> str:
     return str(row[column])
-
-
-def _read_topic(bootstrap: str, topic: str) -> list[tuple[Any, Any, dict[str, Any]]]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-{uuid.uuid4().hex}"})
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return []
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        out: list[tuple[Any, Any, dict[str, Any]]] = []
-        deadline = time.monotonic() + 15
-        while sum(ends.values()) > len(out) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                out.append((msg.key(), msg.value(), dict(msg.headers() or [])))
-        return out
-    finally:
-        consumer.close()

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_iceberg.local.readback import TopicRecord, read_topic
 
 # Tansu miscounts the high watermark under batched produce (ENVIRONMENT.md): one record per request.
 EXACT_WATERMARK_PRODUCER = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight": 1}
-
-
-@dataclass(frozen=True)
-class Message:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp_ms: int
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -58,39 +46,6 @@ def produce(
     return count
 
 
-def consume_all(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[Message]:
-    """Read every record of ``topic`` from the beginning up to the high watermarks, independently
-    of any consumer group of the code under test."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"test-reader-{uuid.uuid4().hex}", "enable.auto.commit": False}
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=10)
-        if topic not in meta.topics or meta.topics[topic].error is not None:
-            return []
-        partitions = sorted(meta.topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        out: list[Message] = []
-        remaining = {p for p, end in ends.items() if end > 0}
-        deadline = time.monotonic() + timeout
-        while remaining and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            out.append(
-                Message(
-                    msg.topic(),
-                    msg.partition(),
-                    msg.offset(),
-                    msg.key(),
-                    msg.value(),
-                    tuple(msg.headers() or ()),
-                    msg.timestamp()[1],
-                )
-            )
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                remaining.discard(msg.partition())
-        return sorted(out, key=lambda m: (m.partition, m.offset))
-    finally:
-        consumer.close()
+def consume_all(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[TopicRecord]:
+    """Every record of ``topic`` up to the high watermarks, read independently of the code under test."""
+    return read_topic(bootstrap, topic, timeout=timeout)

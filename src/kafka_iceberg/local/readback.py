@@ -1,4 +1,4 @@
-"""Independent read path into the local stack: pyiceberg for tables, confluent-kafka for topics.
+"""Independent read paths: pyiceberg for tables, a fresh confluent-kafka consumer for topics.
 
 Tests and the demo read results through these, never through the Spark session that wrote them.
 """
@@ -6,7 +6,10 @@ Tests and the demo read results through these, never through the Spark session t
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kafka_iceberg.errors import NotInstalledError
@@ -48,3 +51,63 @@ def pyiceberg_catalog(status: Mapping[str, Any], name: str = "local") -> Any:
     else:
         props.update({"auth": {"type": "noop"}, "s3.anonymous": "true"})
     return load_catalog(name, **props)
+
+
+def _headers(msg: Any) -> tuple[tuple[str, bytes | None], ...]:
+    return tuple((str(k), v if v is None else bytes(v)) for k, v in (msg.headers() or ()))
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    """One record as read back from a topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_ms: int
+
+
+def read_topic(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[TopicRecord]:
+    """Every record of ``topic`` up to the high watermarks, sorted by partition and offset.
+
+    A fresh consumer group reads them, independent of any group of the code under test.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"kafka-iceberg-readback-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return []
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in sorted(meta.partitions)
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        out: list[TopicRecord] = []
+        remaining = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + timeout
+        while remaining and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            offset = int(msg.offset() or 0)
+            out.append(
+                TopicRecord(
+                    str(msg.topic()), int(msg.partition() or 0), offset, msg.key(), msg.value(),
+                    _headers(msg), int(msg.timestamp()[1]),
+                )
+            )  # fmt: skip
+            if offset + 1 >= ends[int(msg.partition() or 0)]:
+                remaining.discard(int(msg.partition() or 0))
+        return sorted(out, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
