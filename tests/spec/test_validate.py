@@ -92,3 +92,20 @@ def test_bundle_problems_are_reported(tmp_path):
     codes = {p.code for p in report.problems}
     assert {"UNKNOWN_ENTRY_POINT", "UNKNOWN_CATALOG"} <= codes
     assert all(p.file.endswith("ingest_json_lake.job.yml") for p in report.problems if p.code == "UNKNOWN_ENTRY_POINT")
+
+
+def test_an_unexpected_failure_is_one_line_without_secrets(capsys):
+    from kafka_iceberg.cli.output import EXIT_FAILED, run_guarded
+    from kafka_iceberg.refs import register_secret
+
+    register_secret("sup3r-s3cret-token")
+
+    def boom() -> int:
+        raise RuntimeError(
+            "java.lang.IllegalStateException: cannot reach catalog with token sup3r-s3cret-token\n\tat x.y"
+        )
+
+    assert run_guarded(boom) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "IllegalStateException: cannot reach catalog" in err and "Traceback" not in err
+    assert "sup3r-s3cret-token" not in err and "-v for the stack trace" in err

@@ -23,7 +23,7 @@ def _ingest(fmt: str, argv: Sequence[str] | None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
-    return run_guarded(lambda: run_tables(args, {fmt}))
+    return run_guarded(lambda: run_tables(args, {fmt}), verbose=args.verbose)
 
 
 def ingest_text(argv: Sequence[str] | None = None) -> None:
@@ -58,4 +58,4 @@ def maintain_tables(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
-    sys.exit(run_guarded(lambda: cmd_maintain(args)))
+    sys.exit(run_guarded(lambda: cmd_maintain(args), verbose=args.verbose))

@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kafka-iceberg``."""
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    return run_guarded(lambda: int(args.handler(args)))
+    return run_guarded(lambda: int(args.handler(args)), verbose=args.verbose)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -51,8 +51,12 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def run_guarded(action: Callable[[], int]) -> int:
-    """Run a command; turn kafka-iceberg errors into messages and exit codes, not stack traces."""
+def run_guarded(action: Callable[[], int], *, verbose: bool = False) -> int:
+    """Run a command; turn errors into messages and exit codes rather than stack traces.
+
+    Configuration errors exit with 2, everything else with 1. Failures from Spark, the catalog or
+    Kafka get a one-line summary; ``-v`` shows their stack trace too.
+    """
     try:
         return action()
     except ConfigError as exc:
@@ -64,3 +68,12 @@ def run_guarded(action: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         emit("interrupted", sys.stderr)
         return 130
+    except Exception as exc:  # Spark, py4j, the catalog, the network: say what failed, in one line
+        if verbose:
+            logging.getLogger("kafka_iceberg").exception("failed")
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        summary = next((line for line in lines if "Exception" in line or "Error" in line), lines[0] if lines else "")
+        emit(f"error: {type(exc).__name__}: {summary[:500]}", sys.stderr)
+        if not verbose:
+            emit("(run again with -v for the stack trace)", sys.stderr)
+        return EXIT_FAILED
