@@ -115,13 +115,13 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
         ]
         for identifier, columns, order in views:
             table = catalog.load_table(identifier)
-            rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r, o=order: str(r[o]))
+            rows = sorted(table.scan().to_arrow().to_pylist(), key=_by(order))
             counts[identifier] = len(rows)
             _show(say, f"{identifier}  (pyiceberg, {table.metadata.location})", rows, columns)
         errors = _read_topic(bootstrap, "orders_errors")
         say(f"\norders_errors ({len(errors)} records, read with a Kafka consumer)")
         for key, value, headers in errors:
-            say(f"  key={key!r} value={value!r} reason={headers.get('kafka_iceberg.errors.reason', b'').decode()}")
+            say(f"  key={key!r} value={value!r} reason={(headers.get('kafka_iceberg.errors.reason') or b'').decode()}")
         counts["orders_errors"] = len(errors)
         return counts
     finally:
@@ -129,7 +129,12 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
         say("\nlocal stack stopped")
 
 
-def _read_topic(bootstrap: str, topic: str) -> list[tuple[Any, Any, dict[str, bytes]]]:
+def _by(column: str) -> Callable[[dict[str, Any]], str]:
+    """Sort key: a row's ``column`` as text."""
+    return lambda row: str(row[column])
+
+
+def _read_topic(bootstrap: str, topic: str) -> list[tuple[Any, Any, dict[str, Any]]]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-{uuid.uuid4().hex}"})
@@ -139,7 +144,7 @@ def _read_topic(bootstrap: str, topic: str) -> list[tuple[Any, Any, dict[str, by
             return []
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        out = []
+        out: list[tuple[Any, Any, dict[str, Any]]] = []
         deadline = time.monotonic() + 15
         while sum(ends.values()) > len(out) and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
