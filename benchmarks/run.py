@@ -140,7 +140,14 @@ def versions() -> dict[str, str]:
     import pyiceberg
     import pyspark
 
-    return {"pyspark": pyspark.__version__, "pyarrow": pyarrow.__version__, "pyiceberg": pyiceberg.__version__}
+    import kafka_iceberg
+
+    return {
+        "pyspark": pyspark.__version__,
+        "pyarrow": pyarrow.__version__,
+        "pyiceberg": pyiceberg.__version__,
+        "kafka_iceberg_package": str(Path(kafka_iceberg.__file__).parent),
+    }
 
 
 class Bench:
