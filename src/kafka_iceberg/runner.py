@@ -60,6 +60,11 @@ def batch_offsets(raw: DataFrame) -> Offsets:
     return out
 
 
+def _keep(frame: DataFrame) -> DataFrame:
+    """A ``persist`` that does not cache: the frame is cheap to recompute from what is cached."""
+    return frame
+
+
 def _payload_columns(columns: list[str]) -> list[str]:
     return [c for c in columns if c not in FIXED_COLUMNS and not c.startswith(INTERNAL_PREFIX)]
 
@@ -227,7 +232,7 @@ class BatchProcessor:
     ) -> None:
         raw = persist(raw)
         report.records_in = raw.count()
-        table_schema = self.writer.current_schema() if self.writer.exists() else None
+        table_schema = self.writer.current_schema()  # None when there is no table yet
         known = (
             {
                 f.name: from_spark_type(f.dataType.simpleString())
@@ -238,7 +243,9 @@ class BatchProcessor:
             else None
         )
         decoded = decode(raw, self.spec, flush_time=self.clock(), known_columns=known, base_dir=self.base_dir)
-        rows = persist(decoded.rows)
+        if decoded.outcome is not None:
+            persist(decoded.outcome)  # rows and errors are both read from it: one decode pass per batch
+        rows = decoded.rows
         if self._transform is not None:
             rows = self._transform(rows)
             missing = [c for c in COORDINATES if c not in rows.columns]
@@ -251,8 +258,14 @@ class BatchProcessor:
                     "BAD_TRANSFORM",
                 )
         payload = _payload_columns(rows.columns)
+        # Without a transform the rows are a projection of the cached decode outcome: caching the
+        # flagged rows again would only copy them. A transform's output is cached (it may be costly).
         rows, quarantined, expectations = apply_expectations(
-            rows, raw, self.spec.expectations, payload_columns=payload, persist=persist
+            rows,
+            raw,
+            self.spec.expectations,
+            payload_columns=payload,
+            persist=persist if self._transform is not None or decoded.outcome is None else _keep,
         )
         report.expectations_passed, report.expectations_failed = expectations.passed, expectations.failed
         report.records_dropped = expectations.dropped
@@ -270,7 +283,8 @@ class BatchProcessor:
         report.records_quarantined = routing.quarantined
         if routing.error_offsets and self.publisher is not None:
             self._error_offsets = {self.publisher.topic: dict(routing.error_offsets)}
-        self.writer.apply(plan)
+        if plan.changes:  # applying an empty plan would only drop the loaded table and reload it
+            self.writer.apply(plan)
         if self.spec.commit_mode != "upsert" and TOMBSTONE_COLUMN in rows.columns:
             rows = rows.drop(TOMBSTONE_COLUMN)
         marker = CommitMarker(stream=stream, batch_id=batch_id, offsets=offsets, error_offsets=self._error_offsets)

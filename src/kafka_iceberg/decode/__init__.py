@@ -58,11 +58,15 @@ class Decoded:
         errors: one row per record that could not be decoded, with :data:`ERROR_COLUMNS`.
         new_columns: flatten only: payload columns found in the data but not known
             (name → canonical type), in first-seen order. They are also columns of ``rows``.
+        outcome: the per-record decode outcome that ``rows`` and ``errors`` are both filtered
+            from. Persist it before using either and the batch is decoded once, not once for
+            the rows and again for the errors.
     """
 
     rows: DataFrame
     errors: DataFrame
     new_columns: dict[str, str]
+    outcome: DataFrame | None = None
 
 
 def decode(
@@ -110,10 +114,10 @@ def decode(
         plan, new_columns = _structured_plan(
             frame, spec, nonce, streaming=df.isStreaming, known_columns=known_columns, base_dir=base_dir
         )
-    rows, errors = assemble(
+    rows, errors, outcome = assemble(
         frame, plan, pt=pt_value(spec.partition_window, flush_time), include_headers=spec.source.include_headers
     )
-    return Decoded(rows=rows, errors=errors, new_columns=new_columns)
+    return Decoded(rows=rows, errors=errors, new_columns=new_columns, outcome=outcome)
 
 
 def _structured_plan(

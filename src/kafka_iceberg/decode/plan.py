@@ -102,8 +102,14 @@ def apply_stages(frame: DataFrame, plan: Plan) -> DataFrame:
     return frame
 
 
-def assemble(frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: bool) -> tuple[DataFrame, DataFrame]:
-    """Split the staged frame into (rows in table order + tombstone flag, error rows)."""
+def assemble(
+    frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: bool
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """Split the staged frame into (rows in table order + tombstone flag, error rows, the outcome).
+
+    The outcome is the one frame both rows and error rows are filtered from: each record's typed
+    fields and error. Persisting it before using either decodes the batch once instead of twice.
+    """
     from pyspark.sql import functions as F
 
     frame = apply_stages(frame, plan)
@@ -145,4 +151,4 @@ def assemble(frame: DataFrame, plan: Plan, *, pt: str | None, include_headers: b
         F.lit(ERROR_STAGE).alias("_error_stage"),
         F.expr(f"nullif(to_json({_FIELDS}), '{{}}')").alias("_decoded"),
     )
-    return rows, errors
+    return rows, errors, staged

@@ -13,6 +13,9 @@ from kafka_iceberg.source.direct import to_arrow
 from kafka_iceberg.source.replay import ReplayFormat
 
 RECORDS_PER_FILE = 50_000
+ROW_GROUP_RECORDS = 10_000
+"""Parquet row group of a replay file: Spark splits a file only at row groups, so a file written as
+one group is read (and decoded) by a single task however many cores there are."""
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -88,7 +91,7 @@ def capture(
                 return
             stem = out / f"capture-{topic}-{index:04d}"
             if fmt == "parquet":
-                pq.write_table(to_arrow(pending), stem.with_suffix(".parquet"))
+                pq.write_table(to_arrow(pending), stem.with_suffix(".parquet"), row_group_size=ROW_GROUP_RECORDS)
             else:
                 stem.with_suffix(".jsonl").write_text("".join(_jsonl_row(m) + "\n" for m in pending))
             index += 1

@@ -213,7 +213,9 @@ class DirectReader:
             return None
         table = to_arrow(messages)
         staging = self.staging_dir / f"batch-{uuid.uuid4().hex}.parquet"
-        pq.write_table(table, staging, compression="none")
+        # Spark splits a Parquet file only at row groups: one group per core lets every core decode.
+        groups = max(1, self.spark.sparkContext.defaultParallelism)
+        pq.write_table(table, staging, compression="none", row_group_size=max(1, -(-len(messages) // groups)))
         frame = self.spark.read.parquet(str(staging))
         return DirectBatch(
             frame=frame, arrow=table, records=len(messages), offsets=self.offsets(), staging_file=staging

@@ -24,8 +24,13 @@ def start_query(stream: DataFrame, processor: BatchProcessor, *, checkpoint: str
     committed = {"offsets": last.offsets if last else {}}
 
     def each_batch(frame: DataFrame, batch_id: int) -> None:
-        offsets = merge_offsets(committed["offsets"], batch_offsets(frame))
-        processor.process(frame, batch_id=int(batch_id), stream=sid, offsets=offsets)
+        # Cached first: the offsets and the batch itself come from one read of the source.
+        frame = frame.persist()
+        try:
+            offsets = merge_offsets(committed["offsets"], batch_offsets(frame))
+            processor.process(frame, batch_id=int(batch_id), stream=sid, offsets=offsets)
+        finally:
+            frame.unpersist()
         committed["offsets"] = offsets
 
     writer = stream.writeStream.queryName(name).foreachBatch(each_batch).option("checkpointLocation", checkpoint)

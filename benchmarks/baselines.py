@@ -1,0 +1,265 @@
+"""The two baselines every framework figure is divided by, measured in the same run on the same data.
+
+(a) ``spark_baseline``: the minimal job a data engineer would hand-write instead of the framework —
+    a Structured Streaming query over the same replay files (one file per micro-batch, the same
+    batches as the framework), ``foreachBatch`` doing the parse (``from_json`` / ``from_csv`` /
+    casts) and ``writeTo(table).append()`` (``overwritePartitions()``, or a ``MERGE INTO`` of the
+    newest row per key, for the other modes) into a table of the same columns and properties in the
+    same REST catalog. No error routing, no expectations, no idempotency marker: bad records become
+    NULL columns (``from_json``/``from_csv`` PERMISSIVE) and are written.
+(b) ``pyarrow_baseline``: pyarrow parsing the same good messages' bytes (``pyarrow.json`` /
+    ``pyarrow.csv`` / a UTF-8 cast) and writing zstd Parquet to local disk, single core, in a child
+    process (``python -m benchmarks.baselines pyarrow ...``) so its peak RSS is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.datagen import CSV_COLUMNS, FLATTEN_COLUMNS, Dataset
+
+_SPARK_TYPES = {
+    "long": "BIGINT",
+    "int": "INT",
+    "string": "STRING",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "timestamp": "TIMESTAMP",
+    "date": "DATE",
+    "binary": "BINARY",
+}
+KAFKA_DDL = "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, " + (
+    "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+)
+
+
+def payload_columns(fmt: str) -> dict[str, str]:
+    if fmt == "flatten":
+        return dict(FLATTEN_COLUMNS)
+    if fmt == "csv":
+        return dict(CSV_COLUMNS)
+    if fmt == "binary":
+        return {"key": "binary", "value": "binary"}
+    return {"key": "string", "value": "string"}
+
+
+def _ddl(columns: dict[str, str]) -> str:
+    return ", ".join(f"`{n}` {_SPARK_TYPES[t]}" for n, t in columns.items())
+
+
+# -- (a) hand-written Spark ------------------------------------------------------------------------
+def parse_batch(df: Any, fmt: str, pt: str) -> Any:
+    """The hand-written parse of one Kafka-shaped batch into the table's columns."""
+    from pyspark.sql import functions as F
+
+    head = ["topic", "partition", "offset", "timestamp"]
+    tail = [F.lit(pt).alias("pt")]
+    if fmt == "flatten":
+        parsed = F.from_json(F.col("value").cast("string"), _ddl(FLATTEN_COLUMNS))
+        return df.select(*head, parsed.alias("j"), *tail).select(*head, "j.*", "pt")
+    if fmt == "csv":
+        options = {"sep": ",", "quote": '"', "escape": '"', "timestampFormat": "yyyy-MM-dd HH:mm:ss"}
+        parsed = F.from_csv(F.col("value").cast("string"), _ddl(CSV_COLUMNS), options)
+        return df.select(*head, parsed.alias("c"), *tail).select(*head, "c.*", "pt")
+    if fmt == "json":
+        text = F.col("value").cast("string")
+        valid = F.from_json(text, "map<string,string>").isNotNull()
+        return df.select(*head, F.lit(None).cast("string").alias("key"), F.when(valid, text).alias("value"), *tail)
+    if fmt == "text":
+        return df.select(*head, F.lit(None).cast("string").alias("key"), F.col("value").cast("string"), *tail)
+    return df.select(*head, F.lit(None).cast("binary").alias("key"), "value", *tail)
+
+
+def create_table(spark: Any, table: str, fmt: str, mode: str) -> None:
+    columns = {"topic": "string", "partition": "int", "offset": "long", "timestamp": "timestamp"}
+    columns |= payload_columns(fmt)
+    columns["pt"] = "string"
+    props = {"format-version": "2", "write.parquet.compression-codec": "zstd"}
+    if mode == "upsert":
+        props["write.merge.mode"] = "merge-on-read"
+    partitioned = " PARTITIONED BY (pt)" if mode == "overwrite" else ""
+    tblprops = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
+    spark.sql(f"CREATE TABLE {table} ({_ddl(columns)}) USING iceberg{partitioned} TBLPROPERTIES ({tblprops})")
+
+
+def spark_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, mode: str, checkpoint: Path) -> float:
+    """Run the hand-written job over ``replay_dir`` into ``table`` (created first, untimed); returns seconds."""
+    import datetime as dt
+
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    create_table(spark, table, ds.fmt, mode)
+    key = "uid" if ds.fmt == "flatten" else "key"
+
+    def each_batch(df: Any, _batch_id: int) -> None:
+        pt = dt.datetime.now(dt.timezone.utc).strftime("%m-%d-%Y %H")
+        rows = parse_batch(df, ds.fmt, pt)
+        if mode == "append":
+            rows.writeTo(table).append()
+        elif mode == "overwrite":
+            rows.writeTo(table).overwritePartitions()
+        else:
+            newest = Window.partitionBy(key).orderBy(F.col("offset").desc())
+            latest = rows.withColumn("_rn", F.row_number().over(newest)).where("_rn = 1").drop("_rn")
+            view = f"src_{table.rsplit('.', 1)[-1]}"
+            latest.createOrReplaceTempView(view)
+            latest.sparkSession.sql(
+                f"MERGE INTO {table} t USING {view} s ON t.{key} = s.{key} "
+                "WHEN MATCHED AND s.offset >= t.offset THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+            )
+
+    started = time.monotonic()
+    stream = (
+        spark.readStream.option("maxFilesPerTrigger", 1)
+        .schema(KAFKA_DDL)
+        .parquet(str(replay_dir))
+        .where(F.col("topic") == ds.topic)
+    )
+    query = (
+        stream.writeStream.foreachBatch(each_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"baseline (a) failed: {query.exception()}")
+    return time.monotonic() - started
+
+
+# -- (b) pyarrow, single core ----------------------------------------------------------------------
+def _lines(values: Any) -> Any:
+    """The values as one newline-delimited buffer (vectorised; no Python per record)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    joined = pc.binary_join_element_wise(values, pa.scalar(b"\n"), pa.scalar(b""))
+    joined = joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+    offsets = joined.buffers()[1]
+    data = joined.buffers()[2]
+    import numpy as np
+
+    ends = np.frombuffer(offsets, dtype=np.int32, count=len(joined) + 1, offset=joined.offset * 4)
+    return pa.py_buffer(memoryview(data)[int(ends[0]) : int(ends[-1])])
+
+
+def pyarrow_parse(fmt: str, batch: Any) -> Any:
+    """Parse the ``value`` column of a Kafka-shaped Arrow table; returns the payload columns."""
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = batch.column("value")
+    if fmt in ("flatten", "json"):
+        import pyarrow.json as pj
+
+        scalar = {"long": pa.int64(), "int": pa.int32(), "double": pa.float64(), "boolean": pa.bool_()}
+        scalar |= {"string": pa.string(), "timestamp": pa.timestamp("us", tz="UTC"), "date": pa.string()}
+        explicit = pa.schema([(n, scalar[t]) for n, t in FLATTEN_COLUMNS.items() if n not in ("tags", "ctx")])
+        parsed = pj.read_json(
+            pa.BufferReader(_lines(values)),
+            read_options=pj.ReadOptions(use_threads=False, block_size=64 << 20),
+            parse_options=pj.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer"),
+        )
+        if fmt == "json":  # validated: keep the document as sent
+            return {"key": pa.nulls(len(values), pa.string()), "value": pc.cast(values, pa.string())}
+        return {n: (pc.cast(parsed[n], pa.date32()) if n == "day" else parsed[n]) for n in FLATTEN_COLUMNS}
+    if fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        types = {"long": pa.int64(), "int": pa.int32(), "double": pa.float64(), "string": pa.string()}
+        types["timestamp"] = pa.timestamp("us")  # naive here, then declared UTC
+        parsed = pcsv.read_csv(
+            pa.BufferReader(_lines(values)),
+            read_options=pcsv.ReadOptions(column_names=list(CSV_COLUMNS), use_threads=False, block_size=64 << 20),
+            parse_options=pcsv.ParseOptions(delimiter=",", quote_char='"', double_quote=True),
+            convert_options=pcsv.ConvertOptions(
+                column_types={n: types[t] for n, t in CSV_COLUMNS.items()}, timestamp_parsers=["%Y-%m-%d %H:%M:%S"]
+            ),
+        )
+        return {n: (pc.assume_timezone(parsed[n], "UTC") if n == "ts" else parsed[n]) for n in CSV_COLUMNS}
+    if fmt == "text":
+        return {"key": pa.nulls(len(values), pa.string()), "value": pc.cast(values, pa.string())}
+    return {"key": pa.nulls(len(values), pa.binary()), "value": values}
+
+
+def pyarrow_baseline(fmt: str, good_file: Path, out_dir: Path, records_per_file: int) -> dict[str, Any]:
+    """Read the good messages, parse them batch by batch, write zstd Parquet; single core."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    cpu_started = time.process_time()
+    table = pq.read_table(good_file, use_threads=False)
+    pt = dt.datetime.now(dt.timezone.utc).strftime("%m-%d-%Y %H")
+    written = 0
+    for i, start in enumerate(range(0, table.num_rows, records_per_file)):
+        batch = table.slice(start, records_per_file)
+        columns = {c: batch.column(c) for c in ("topic", "partition", "offset", "timestamp")}
+        columns |= pyarrow_parse(fmt, batch)
+        columns["pt"] = pa.array([pt] * batch.num_rows, pa.string())
+        out = pa.table(columns)
+        path = out_dir / f"part-{i:04d}.parquet"
+        pq.write_table(out, path, compression="zstd")
+        written += out.num_rows
+    seconds = time.monotonic() - started
+    return {
+        "seconds": seconds,
+        "cpu_seconds": time.process_time() - cpu_started,
+        "records": written,
+        "peak_rss_mb": _peak_rss_mb(),
+        "files": len(list(out_dir.glob("*.parquet"))),
+        "bytes_written": sum(p.stat().st_size for p in out_dir.glob("*.parquet")),
+    }
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS (``VmHWM``: reset by exec, unlike ``ru_maxrss`` after a fork)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_pyarrow_child(fmt: str, good_file: Path, out_dir: Path, records_per_file: int) -> dict[str, Any]:
+    """:func:`pyarrow_baseline` in a fresh interpreter; returns its JSON result."""
+    import os
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo / "src"), str(repo)])}
+    cmd = [sys.executable, "-m", "benchmarks.baselines", "pyarrow", fmt, str(good_file), str(out_dir)]
+    done = subprocess.run(
+        [*cmd, str(records_per_file)], capture_output=True, text=True, env=env, cwd=repo, check=False, timeout=600
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"pyarrow baseline failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="pyarrow baseline (child process of benchmarks/run.py)")
+    parser.add_argument("kind", choices=["pyarrow"])
+    parser.add_argument("fmt")
+    parser.add_argument("good_file", type=Path)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("records_per_file", type=int)
+    args = parser.parse_args(argv)
+    print(json.dumps(pyarrow_baseline(args.fmt, args.good_file, args.out_dir, args.records_per_file)))
+
+
+if __name__ == "__main__":
+    main()

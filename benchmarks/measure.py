@@ -1,0 +1,145 @@
+"""What a run costs besides wall time: CPU seconds, peak memory, and the file layout it left behind.
+
+- CPU: the driver JVM's user+system time (``/proc/<pid>/stat``) plus this Python process's
+  (``time.process_time``). On a shared machine CPU seconds move far less with other tenants'
+  load than wall time, so they are reported beside it.
+- Memory: peak RSS of the driver JVM and of this Python process, sampled every 100 ms from
+  ``/proc/<pid>/status``, and the JVM heap's peak (sum of the heap pools' peak usage, reset before
+  each run, ``java.lang.management.MemoryPoolMXBean``).
+- Layout: data files per commit and average file size, from the table's snapshot summaries and
+  ``inspect.files()`` read through pyiceberg (not through the Spark session that wrote them).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def jvm_pid(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def rss_mb(pid: int | str) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _heap_pools(spark: Any) -> list[Any]:
+    mf = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    return [p for p in mf.getMemoryPoolMXBeans() if str(p.getType().toString()) == "Heap memory"]
+
+
+@dataclass
+class Usage:
+    """CPU and memory of one measured block."""
+
+    wall_seconds: float = 0.0
+    jvm_cpu_seconds: float = 0.0
+    python_cpu_seconds: float = 0.0
+    jvm_peak_rss_mb: float = 0.0
+    jvm_peak_heap_mb: float = 0.0
+    python_peak_rss_mb: float = 0.0
+    samples: int = 0
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.jvm_cpu_seconds + self.python_cpu_seconds
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "wall_seconds": round(self.wall_seconds, 3),
+            "cpu_seconds": round(self.cpu_seconds, 3),
+            "jvm_cpu_seconds": round(self.jvm_cpu_seconds, 3),
+            "python_cpu_seconds": round(self.python_cpu_seconds, 3),
+            "jvm_peak_rss_mb": round(self.jvm_peak_rss_mb, 1),
+            "jvm_peak_heap_mb": round(self.jvm_peak_heap_mb, 1),
+            "python_peak_rss_mb": round(self.python_peak_rss_mb, 1),
+        }
+
+
+@dataclass
+class Meter:
+    """``with Meter(spark) as m: ...`` then ``m.usage``."""
+
+    spark: Any
+    interval: float = 0.1
+    usage: Usage = field(default_factory=Usage)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> Meter:
+        self._pid = jvm_pid(self.spark)
+        self._pools = _heap_pools(self.spark)
+        for pool in self._pools:
+            pool.resetPeakUsage()
+        self._cpu0 = cpu_seconds(self._pid)
+        self._py0 = time.process_time()
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self._take()
+            self._stop.wait(self.interval)
+
+    def _take(self) -> None:
+        u = self.usage
+        u.jvm_peak_rss_mb = max(u.jvm_peak_rss_mb, rss_mb(self._pid))
+        u.python_peak_rss_mb = max(u.python_peak_rss_mb, rss_mb("self"))
+        u.samples += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._take()
+        u = self.usage
+        u.wall_seconds = time.monotonic() - self._t0
+        u.jvm_cpu_seconds = cpu_seconds(self._pid) - self._cpu0
+        u.python_cpu_seconds = time.process_time() - self._py0
+        u.jvm_peak_heap_mb = sum(int(p.getPeakUsage().getUsed()) for p in self._pools) / 2**20
+
+
+def table_layout(catalog: Any, identifier: str) -> dict[str, Any]:
+    """Commits, data files per commit and average data file size of a table (pyiceberg)."""
+    table = catalog.load_table(identifier)
+    per_commit, deletes = [], 0
+    for snap in table.snapshots():
+        summary = snap.summary
+        extra = summary.additional_properties if summary is not None else {}
+        added = int(extra.get("added-data-files", 0))
+        records = int(extra.get("added-records", 0))
+        if added or records:
+            per_commit.append(added)
+            deletes += int(extra.get("added-delete-files", 0))
+    import pyarrow.compute as pc
+
+    files = table.inspect.files()
+    data = files.filter(pc.equal(files.column("content"), 0)) if files.num_rows else files
+    sizes = data.column("file_size_in_bytes").to_pylist() if data.num_rows else []
+    return {
+        "commits_with_data": len(per_commit),
+        "files_per_commit": round(sum(per_commit) / len(per_commit), 2) if per_commit else 0.0,
+        "delete_files_added": deletes,
+        "live_data_files": len(sizes),
+        "avg_file_mb": round(sum(sizes) / len(sizes) / 2**20, 3) if sizes else 0.0,
+        "table_mb": round(sum(sizes) / 2**20, 2),
+    }

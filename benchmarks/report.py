@@ -1,0 +1,272 @@
+"""Turn the measurements into ``results.json``, ``results.md`` and ``throughput.png``.
+
+Everything here is pure (dicts in, files out), so the smoke test can run it without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+SPARK_CORES = 2
+PYARROW_CORES = 1
+OVERHEAD_LIMIT = 0.15
+ANCHORS = [
+    ("Iceberg Kafka Connect sink", "~56k records/s per vCPU on ~1.2 KB JSON (~68 MB/s per vCPU)"),
+    ("Redpanda Iceberg topics", "~5 MiB/s per core"),
+    ("pyarrow JSON → Parquet on this machine kind", "~100 MB/s per core (quiet machine)"),
+]
+
+
+def rates(records: int, megabytes: float, wall: float, cpu: float, cores: int) -> dict[str, float]:
+    """Per-core throughput two ways: wall clock x cores, and CPU seconds actually used."""
+    wall_core = wall * cores
+    return {
+        "records_per_s_per_core": round(records / wall_core, 1) if wall_core else 0.0,
+        "mb_per_s_per_core": round(megabytes / wall_core, 3) if wall_core else 0.0,
+        "records_per_cpu_s": round(records / cpu, 1) if cpu else 0.0,
+        "mb_per_cpu_s": round(megabytes / cpu, 3) if cpu else 0.0,
+    }
+
+
+def best(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The attempt with the shortest wall time (the least disturbed by other tenants), with every time kept."""
+    chosen = dict(min(attempts, key=lambda a: a["wall_seconds"]))
+    chosen["all_wall_seconds"] = [a["wall_seconds"] for a in attempts]
+    chosen["all_cpu_seconds"] = [a["cpu_seconds"] for a in attempts]
+    chosen["min_cpu_seconds"] = min(a["cpu_seconds"] for a in attempts)
+    return chosen
+
+
+def summarize(entry: dict[str, Any]) -> dict[str, Any]:
+    """Rates and ratios of one dataset x mode from its raw attempts."""
+    fw, base_a, base_b = best(entry["framework"]), best(entry["baseline_a"]), entry.get("baseline_b")
+    records, mb = entry["records"], entry["megabytes"]
+    out: dict[str, Any] = {
+        "framework": {**fw, **rates(records, mb, fw["wall_seconds"], fw["min_cpu_seconds"], SPARK_CORES)},
+        "baseline_a": {**base_a, **rates(records, mb, base_a["wall_seconds"], base_a["min_cpu_seconds"], SPARK_CORES)},
+    }
+    f = out["framework"]
+    wall_a, cpu_a = fw["wall_seconds"] / base_a["wall_seconds"], fw["min_cpu_seconds"] / base_a["min_cpu_seconds"]
+    ratios = {
+        "vs_a_wall": round(1 / wall_a, 3),
+        "vs_a_cpu": round(1 / cpu_a, 3),
+        "overhead_vs_a_wall": round(wall_a - 1, 3),
+        "overhead_vs_a_cpu": round(cpu_a - 1, 3),
+    }
+    if base_b:
+        b = best(base_b)
+        b_rates = rates(b["records"], b["megabytes"], b["wall_seconds"], b["min_cpu_seconds"], PYARROW_CORES)
+        out["baseline_b"] = {**b, **b_rates}
+        ratios["vs_b_wall"] = round(f["mb_per_s_per_core"] / b_rates["mb_per_s_per_core"], 3)
+        ratios["vs_b_cpu"] = round(f["mb_per_cpu_s"] / b_rates["mb_per_cpu_s"], 3)
+    out["ratios"] = ratios
+    return out
+
+
+def _fmt_int(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """``results.md``: the table, the method, the machine and the anchors."""
+    meta = results["meta"]
+    lines = [
+        "# Benchmarks: kafka-iceberg against a hand-written Spark job and pyarrow",
+        "",
+        f"Measured {meta['measured_at']} by `make bench` (`benchmarks/run.py`) in {meta['total_seconds']:.0f} s "
+        f"on {meta['machine']['cpus']} cores / {meta['machine']['memory_gb']} GiB "
+        f"({meta['machine']['cpu_model']}); load average {meta['machine']['load_before']} before, "
+        f"{meta['machine']['load_after']} after. **The machine is shared**: every figure below is a ratio "
+        "against baselines measured in the same run on the same data; absolute rates move with other "
+        "tenants' load.",
+        "",
+        "## Results",
+        "",
+        "Per core: Spark runs on `local[2]` (2 cores), pyarrow on 1. *wall/core* = records (or MB) ÷ "
+        "(wall seconds x cores); *per CPU-s* = records ÷ CPU seconds actually used (driver JVM + Python), "
+        "which is far less sensitive to other tenants. MB are message-value bytes (10⁶). "
+        "Ratios > 1 mean the framework is faster.",
+        "",
+        "| dataset | mode | records | avg B | framework rec/s/core (wall) | MB/s/core (wall) | rec per CPU-s "
+        "| vs (a) wall | vs (a) CPU | vs (b) wall | vs (b) CPU | files/commit | avg file MB "
+        "| JVM peak RSS / heap MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in results["runs"]:
+        s = run["summary"]
+        f, r, lay = s["framework"], s["ratios"], run.get("layout", {})
+        lines.append(
+            f"| {run['dataset']} | {run['mode']} | {_fmt_int(run['records'])} | {run['avg_bytes']:.0f} "
+            f"| {_fmt_int(f['records_per_s_per_core'])} | {f['mb_per_s_per_core']:.2f} "
+            f"| {_fmt_int(f['records_per_cpu_s'])} | {r['vs_a_wall']:.2f} | {r['vs_a_cpu']:.2f} "
+            f"| {r.get('vs_b_wall', float('nan')):.2f} | {r.get('vs_b_cpu', float('nan')):.2f} "
+            f"| {lay.get('framework', {}).get('files_per_commit', 0):.1f} "
+            f"| {lay.get('framework', {}).get('avg_file_mb', 0):.2f} "
+            f"| {f['jvm_peak_rss_mb']:.0f} / {f['jvm_peak_heap_mb']:.0f} |"
+        )
+    lines += [
+        "",
+        "Baselines on the same data (per core):",
+        "",
+        "| dataset | mode | (a) Spark rec/s/core (wall) | (a) MB/s/core | (a) rec per CPU-s | (a) files/commit "
+        "| (b) pyarrow rec/s/core | (b) MB/s/core | (b) MB per CPU-s | (b) peak RSS MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in results["runs"]:
+        s = run["summary"]
+        a, b = s["baseline_a"], s.get("baseline_b")
+        lay = run.get("layout", {}).get("baseline_a", {})
+        b_cells = (
+            f"{_fmt_int(b['records_per_s_per_core'])} | {b['mb_per_s_per_core']:.1f} | {b['mb_per_cpu_s']:.1f} "
+            f"| {b['peak_rss_mb']:.0f}"
+            if b
+            else "n/a | n/a | n/a | n/a"
+        )
+        lines.append(
+            f"| {run['dataset']} | {run['mode']} | {_fmt_int(a['records_per_s_per_core'])} "
+            f"| {a['mb_per_s_per_core']:.2f} | {_fmt_int(a['records_per_cpu_s'])} "
+            f"| {lay.get('files_per_commit', 0):.1f} | {b_cells} |"
+        )
+    lines += ["", "## Framework overhead against the hand-written Spark job (a)", ""]
+    lines += [
+        "Overhead = framework time ÷ baseline (a) time - 1 (wall clock; CPU seconds in brackets). "
+        f"Above {OVERHEAD_LIMIT:.0%} the reason is given.",
+        "",
+    ]
+    notes = results.get("overhead_notes", {})
+    reasons = results.get("overhead_reasons", {})
+    above: set[str] = set()
+    for run in results["runs"]:
+        r = run["summary"]["ratios"]
+        over = r["overhead_vs_a_wall"]
+        flag = ""
+        if over > OVERHEAD_LIMIT:
+            flag = " **(above 15 %)**"
+            above.add(run["format"])
+        note = notes.get(f"{run['dataset']}:{run['mode']}", "")
+        lines.append(
+            f"- {run['dataset']} {run['mode']}: {over:+.0%} wall ({r['overhead_vs_a_cpu']:+.0%} CPU){flag}"
+            + (f"; {note}" if note else "")
+        )
+    if above:
+        lines += ["", "Why, per format (what the framework does that baseline (a) does not):", ""]
+        lines += [f"- **{fmt}**: {reasons[fmt]}." for fmt in sorted(above) if fmt in reasons]
+    lat = results.get("latency")
+    if lat:
+        lines += [
+            "",
+            "## Direct reader: produce-to-visible latency",
+            "",
+            f'Trigger `processing_time: "{lat["trigger"]}"`, {lat["rate_records_per_s"]:.0f} records/s for '
+            f"{lat['produce_seconds']:.0f} s ({lat['records_measured']} records in {lat['batches']} batches, "
+            f"{lat['avg_batch_records']:.0f} records and {lat['avg_batch_seconds']:.2f} s per batch): "
+            f"**p50 {lat['visible_p50_s']:.2f} s, p95 {lat['visible_p95_s']:.2f} s** "
+            f"(max {lat['visible_max_s']:.2f} s; by snapshot timestamp p50 {lat['snapshot_p50_s']:.2f} s, "
+            f"p95 {lat['snapshot_p95_s']:.2f} s).",
+            "",
+            f"Method: {lat['method']}.",
+        ]
+        if lat.get("profile"):
+            lines += ["", "Where a latency-run batch spends its time (exclusive seconds per batch):", ""]
+            lines += _profile_lines(lat["profile"])
+    prof = results.get("profile")
+    if prof:
+        lines += [
+            "",
+            f"## Profile of the slowest stage ({prof['run']})",
+            "",
+            "Exclusive wall seconds per stage of `BatchProcessor.process`, summed over the run's batches "
+            "(stages wrapped by `benchmarks/stages.py`; Spark is lazy, so decoding is counted in the stage "
+            "whose action first materialises it — the expectations' count here), and the Spark jobs each "
+            "stage started (from `statusTracker`, one job group per stage):",
+            "",
+        ]
+        lines += _profile_lines(prof["profile"])
+    if results.get("fixes"):
+        lines += ["", "## What the profile showed and what was fixed", ""]
+        lines += results["fixes"]
+    if results.get("direct_arrow"):
+        d = results["direct_arrow"]
+        lines += [
+            "",
+            f"Direct reader Arrow conversion (`source.direct.to_arrow`) of {d['records']:,} in-memory "
+            f"messages of {d['value_bytes']} B: {d['seconds']:.3f} s ({d['us_per_record']:.2f} µs per record).",
+        ]
+    lines += ["", "## Data", ""]
+    for name, ds in results["datasets"].items():
+        lines.append(
+            f"- `{name}`: {ds['records']:,} records in {ds['files']} replay files of up to "
+            f"{ds['records_per_file']:,} (one micro-batch each), {ds['avg_bytes']:.0f} B per message on average, "
+            f"{ds['bad_records']} bad ({ds['bad_records'] / ds['records']:.2%})"
+            + (f", {ds['violations']} violating the expectation" if ds.get("violations") else "")
+        )
+    lines += ["", "## Method", ""]
+    lines += results["method"]
+    lines += ["", "## Published anchors (not measured here)", ""]
+    lines += [f"- {name}: {text}" for name, text in ANCHORS]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _profile_lines(profile: dict[str, Any]) -> list[str]:
+    batches = max(1, profile.get("batches", 1))
+    out = [
+        "| stage | s per batch | share | calls per batch | Spark jobs per batch |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for s in profile["stages"]:
+        out.append(
+            f"| {s['stage']} | {s['seconds'] / batches:.3f} | {s['share'] or 0:.0%} | {s['calls'] / batches:.1f} "
+            f"| {s['spark_jobs'] / batches:.1f} |"
+        )
+    return out
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    """``throughput.png``: MB/s per core of the framework and both baselines, and the ratio to (a)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = results["runs"]
+    labels = [f"{r['dataset']}\n{r['mode']}" if r["mode"] != "append" else r["dataset"] for r in runs]
+    fw = [r["summary"]["framework"]["mb_per_s_per_core"] for r in runs]
+    a = [r["summary"]["baseline_a"]["mb_per_s_per_core"] for r in runs]
+    b = [r["summary"].get("baseline_b", {}).get("mb_per_s_per_core", 0.0) for r in runs]
+    ratio = [r["summary"]["ratios"]["vs_a_wall"] for r in runs]
+    ratio_cpu = [r["summary"]["ratios"]["vs_a_cpu"] for r in runs]
+    x = list(range(len(runs)))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8.0, 1.0 * len(runs) + 2), 8), sharex=True)
+    w = 0.27
+    top.bar([i - w for i in x], fw, w, label="kafka-iceberg (full pipeline)")
+    top.bar(x, a, w, label="(a) hand-written Spark job")
+    top.bar([i + w for i in x], b, w, label="(b) pyarrow → Parquet, 1 core")
+    top.set_ylabel("MB/s per core (wall clock)")
+    top.set_yscale("log")
+    top.legend(fontsize=8)
+    top.set_title("Throughput per core, same data, same run")
+    bottom.bar([i - w / 2 for i in x], ratio, w, label="wall clock")
+    bottom.bar([i + w / 2 for i in x], ratio_cpu, w, label="CPU seconds")
+    bottom.axhline(1.0, color="black", linewidth=0.8)
+    bottom.axhline(1 / (1 + OVERHEAD_LIMIT), color="grey", linewidth=0.8, linestyle="--")
+    bottom.set_ylabel("framework ÷ baseline (a)")
+    bottom.legend(fontsize=8)
+    bottom.set_xticks(x)
+    bottom.set_xticklabels(labels, fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_all(results: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Write the three files; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "results.json", out_dir / "results.md", out_dir / "throughput.png"]
+    paths[0].write_text(json.dumps(results, indent=1, default=str) + "\n")
+    paths[1].write_text(markdown(results))
+    chart(results, paths[2])
+    return paths

@@ -1,0 +1,125 @@
+"""The benchmark harness cannot rot silently: its generators, pyarrow parsers and report writer run
+here on a tiny input, in seconds, without Spark or the local stack."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pyarrow.parquet as pq
+import pytest
+from benchmarks import baselines, datagen, framework, latency, measure, report, run, stages  # noqa: F401
+
+TINY = 400
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench-data")
+    out = {}
+    for fmt in datagen.FORMATS:
+        for size in datagen.SIZES:
+            ds = datagen.Dataset(fmt, size, TINY, 150)
+            out[ds.name] = (ds, datagen.write_dataset(ds, root))
+    return out
+
+
+def test_replay_files_have_the_kafka_shape_and_the_announced_sizes(generated):
+    from kafka_iceberg.source.direct import arrow_schema
+
+    for name, (ds, gen) in generated.items():
+        assert len(gen.files) == ds.files == 3, name
+        tables = [pq.read_table(f) for f in gen.files]
+        assert all(t.schema.equals(arrow_schema()) for t in tables), name
+        assert sum(t.num_rows for t in tables) == gen.records == TINY
+        assert tables[0].column("topic").to_pylist() == [ds.topic] * ds.records_per_file
+        good = pq.read_table(gen.good_file)
+        assert good.num_rows == gen.good_records == TINY - gen.bad_records
+        expected = 200 if ds.size == "small" else 1200
+        assert 0.7 * expected < gen.avg_bytes < 1.5 * expected, (name, gen.avg_bytes)
+
+
+def test_each_partition_counts_its_own_offsets(generated):
+    _ds, gen = generated["json_small"]
+    rows = [r for f in gen.files for r in pq.read_table(f, columns=["partition", "offset"]).to_pylist()]
+    for p in range(datagen.PARTITIONS):
+        offsets = [r["offset"] for r in rows if r["partition"] == p]
+        assert offsets == list(range(len(offsets)))
+
+
+def test_bad_records_are_bad_in_the_way_the_format_can_tell():
+    rng = random.Random(3)
+    kinds = {fmt: [datagen.GENERATORS[fmt](rng, i, False) for i in range(3000)] for fmt in datagen.FORMATS}
+    for fmt in ("flatten", "json", "csv", "text"):
+        bad = [v for v, kind in kinds[fmt] if kind == "bad"]
+        assert 0.001 * 3000 < len(bad) < 0.02 * 3000, fmt
+    assert not [v for v, kind in kinds["binary"] if kind == "bad"]
+    for value, kind in kinds["flatten"]:
+        if kind == "good":
+            assert set(json.loads(value)) == set(datagen.FLATTEN_COLUMNS)
+    for value, kind in kinds["text"]:
+        if kind == "bad":
+            with pytest.raises(UnicodeDecodeError):
+                value.decode()
+
+
+def test_pyarrow_parses_every_format_of_the_good_records(generated):
+    for name, (ds, gen) in generated.items():
+        batch = pq.read_table(gen.good_file)
+        columns = baselines.pyarrow_parse(ds.fmt, batch)
+        assert set(columns) == set(baselines.payload_columns(ds.fmt)), name
+        assert all(len(c) == batch.num_rows for c in columns.values()), name
+
+
+def test_table_specs_validate():
+    from kafka_iceberg.spec.model import TableSpec
+
+    for fmt in datagen.FORMATS:
+        ds = datagen.Dataset(fmt, "small", 10, 10)
+        for mode in ("append", "overwrite", "upsert"):
+            TableSpec.model_validate(framework.table_spec(ds, f"t_{fmt}", mode))
+
+
+def test_report_writes_json_markdown_and_chart(generated, tmp_path):
+    def attempt(wall, cpu, **extra):
+        return {"wall_seconds": wall, "cpu_seconds": cpu, "jvm_peak_rss_mb": 900.0, "jvm_peak_heap_mb": 400.0,
+                **extra}  # fmt: skip
+
+    profile = {
+        "batches": 2,
+        "batch_seconds_total": 3.0,
+        "stages": [{"stage": "expectations", "seconds": 2.0, "share": 0.67, "calls": 2, "spark_jobs": 2}],
+    }
+    entries = {}
+    data = [generated["flatten_small"], generated["binary_large"]]
+    for ds, gen in data:
+        entry = run.new_entry(ds, gen, "append")
+        entry["framework"] = [attempt(4.0, 7.0, profile=profile), attempt(3.0, 6.0, profile=profile)]
+        entry["baseline_a"] = [attempt(2.0, 3.0)]
+        entry["baseline_b"] = [attempt(1.0, 0.9, records=gen.good_records, megabytes=0.1, peak_rss_mb=200.0)]
+        entry["layout"] = {"framework": {"files_per_commit": 1.0, "avg_file_mb": 0.2}, "baseline_a": {}}
+        entries[f"{ds.name}:append"] = entry
+    lat = {
+        "method": "m", "trigger": "1 second", "rate_records_per_s": 10, "produce_seconds": 1, "records_measured": 10,
+        "batches": 2, "avg_batch_records": 5, "avg_batch_seconds": 1.0, "visible_p50_s": 1.0, "visible_p95_s": 2.0,
+        "visible_max_s": 2.5, "snapshot_p50_s": 0.9, "snapshot_p95_s": 1.9, "profile": profile,
+    }  # fmt: skip
+    results = run.build_results(
+        config={"small": TINY},
+        total_seconds=12.0,
+        data=data,
+        entries=entries,
+        latency_result=lat,
+        load_before=(1.0, 1.0, 1.0),
+        arrow=run.direct_arrow(records=1000),
+    )
+    paths = report.write_all(results, tmp_path)
+    assert [p.name for p in paths] == ["results.json", "results.md", "throughput.png"]
+    back = json.loads(paths[0].read_text())
+    ratios = back["runs"][0]["summary"]["ratios"]
+    assert ratios["vs_a_wall"] == pytest.approx(2.0 / 3.0, abs=1e-3)  # the faster framework attempt counts
+    assert ratios["overhead_vs_a_wall"] == pytest.approx(0.5, abs=1e-3)
+    text = paths[1].read_text()
+    assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text
+    assert "(above 15 %)" in text and "Published anchors" in text
+    assert paths[2].read_bytes()[:4] == b"\x89PNG"
