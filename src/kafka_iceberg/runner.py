@@ -277,7 +277,9 @@ class BatchProcessor:
         keys = self.spec.key_fields if self.spec.commit_mode == "upsert" else []
         rows, rejected = write_rejections(rows, raw, required=required, keys=keys, payload_columns=payload)
         errors = decoded.errors if rejected is None else decoded.errors.unionByName(rejected)
-        routing = self.router().route(errors, quarantined, batch_id=batch_id)
+        routing = self.router().route(
+            errors, quarantined, batch_id=batch_id, quarantined_count=expectations.quarantined
+        )
         report.records_failed = routing.failed
         report.records_skipped, report.records_published = routing.skipped, routing.published
         report.records_quarantined = routing.quarantined

@@ -49,19 +49,30 @@ class ErrorRouter:
     publisher: ErrorTopicPublisher | None = None
     quarantine: QuarantineTarget | None = None
 
-    def route(self, errors: DataFrame | None, quarantined: DataFrame | None, *, batch_id: int) -> RoutingResult:
+    def route(
+        self,
+        errors: DataFrame | None,
+        quarantined: DataFrame | None,
+        *,
+        batch_id: int,
+        quarantined_count: int | None = None,
+    ) -> RoutingResult:
         """Route one batch's bad records.
 
         Args:
             errors: records that failed decoding, schema or write checks (error-row shape).
             quarantined: records that failed a ``quarantine`` expectation.
             batch_id: the batch, for the quarantine table's idempotency marker.
+            quarantined_count: rows of ``quarantined`` when already known (the expectations count
+                them in their one pass); counting again would join them to their bytes once more.
 
         Raises:
             RecordError: bad records with neither ``skip_error`` nor an error target.
         """
         n_errors = errors.count() if errors is not None else 0
-        n_quarantined = quarantined.count() if quarantined is not None else 0
+        n_quarantined = 0
+        if quarantined is not None:
+            n_quarantined = quarantined_count if quarantined_count is not None else quarantined.count()
         policy = self.spec.errors
         if n_errors and not policy.has_target and not policy.skip_error:
             assert errors is not None
