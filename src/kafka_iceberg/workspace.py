@@ -88,12 +88,17 @@ def load_target(root: Path, target: str) -> Target:
 def belongs_to_target(target: Target, expected_name: str, name: str, metadata_file_path: str | None) -> bool:
     """Whether a workspace job named ``name`` is the target's deployment of ``expected_name``.
 
-    The rule: the name is the bundle's job name (``mode: development`` prefixes ``[dev <user>] ``)
+    The rule: the name is the bundle's job name (with the ``[dev <user>] `` prefix that
+    ``mode: development`` always adds)
     and the job is managed by a bundle deployed under the target's root path: ``root_path`` when
     ``databricks.yml`` sets it, else the default ``.../.bundle/<bundle>/<target>``. So a hand-made
     job with the same name, or another target's copy in a shared workspace, is never triggered.
     """
-    bare = _DEV_PREFIX.sub("", name, count=1) if target.mode == "development" else name
+    if target.mode == "development":
+        prefix = _DEV_PREFIX.match(name)
+        bare = name[prefix.end() :] if prefix else ""
+    else:
+        bare = name
     if bare != expected_name or not metadata_file_path:
         return False
     if target.root_path:

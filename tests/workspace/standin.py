@@ -41,6 +41,7 @@ class Workspace:
     # job_id -> logs of its runs' task output (get-output)
     logs: dict[int, str] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
+    run_logs: dict[int, str] = field(default_factory=dict)  # run_id -> logs, before the job's own
     # job_id -> runs runs/list returns, newest first (each {"run_id", "state", ...})
     history: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
@@ -79,8 +80,9 @@ class Workspace:
                 return 400, {"error_code": "INVALID_PARAMETER_VALUE", "message": f"Run {task_run} does not exist."}
             job_id = self.task_runs[task_run]
             out: dict[str, Any] = {"metadata": {"run_id": task_run}}
-            if job_id in self.logs:
-                out["logs"] = self.logs[job_id]
+            logs = self.run_logs.get(task_run - TASK_RUN_OFFSET, self.logs.get(job_id))
+            if logs is not None:
+                out["logs"] = logs
             if job_id in self.errors:
                 out["error"] = self.errors[job_id]
             return 200, out
