@@ -12,6 +12,7 @@ from pathlib import Path
 from kafka_iceberg.cli import pipelines
 from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, run_guarded, setup_logging, table
 from kafka_iceberg.cli.pipelines import add_pipeline_args, add_run_args
+from kafka_iceberg.cli.workspace import add_workspace_parser
 from kafka_iceberg.paths import run_dir
 
 
@@ -138,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--run-dir", help="state directory for the demo's stack (wiped first)")
     demo.add_argument("--pipeline", default="pipelines/shop.yml", help="the pipeline to run")
     demo.set_defaults(handler=_cmd_demo)
+
+    add_workspace_parser(sub)
     return parser
 
 

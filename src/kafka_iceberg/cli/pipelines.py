@@ -6,9 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, table
+from kafka_iceberg.observe.summary import summarize, summary_line
+
+if TYPE_CHECKING:
+    from kafka_iceberg.runtime import Prepared
 
 
 def add_pipeline_args(parser: argparse.ArgumentParser, *, pipeline_default: str | None = "pipelines") -> None:
@@ -33,6 +37,11 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="progress lines (default: on a terminal)",
+    )
+    parser.add_argument(
+        "--available-now",
+        action="store_true",
+        help="drain what the topics hold now and exit, whatever each table's trigger says (smoke runs)",
     )
 
 
@@ -69,6 +78,8 @@ def run_tables(args: argparse.Namespace, formats: set[str] | None) -> int:
     from kafka_iceberg.runtime import observers_for, open_session, prepare, run, stop_on_signals
 
     prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog, formats=formats)
+    if getattr(args, "available_now", False):
+        force_available_now(prepared)
     spark = open_session(prepared)
     pipeline_id = prepared.jobs[0].pipeline.pipeline
     observers = observers_for(prepared, spark, pipeline_id, Progress(enabled=args.progress))
@@ -95,7 +106,19 @@ def run_tables(args: argparse.Namespace, formats: set[str] | None) -> int:
             list(rows.values()), ["table", "batches", "written", "bad", "quarantined", "error topic", "last snapshot"]
         )
     )
+    # Last, so it survives a log truncated at the start; `kafka-iceberg workspace` reads it back.
+    emit(summary_line(summarize(reports, [job.spec.identifier for job in prepared.jobs])))
     return EXIT_OK
+
+
+def force_available_now(prepared: Prepared) -> None:
+    """Make every table of ``prepared`` drain and stop (``--available-now``), whatever its trigger."""
+    import dataclasses
+
+    from kafka_iceberg.spec.model import Trigger
+
+    drain = Trigger(available_now=True)
+    prepared.jobs = [dataclasses.replace(j, spec=j.spec.model_copy(update={"trigger": drain})) for j in prepared.jobs]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
