@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from kafka_iceberg.observe.summary import parse_summary
 from tests.support.kafka import consume_all, produce
 from tests.support.project import REPO, entry_point
 
@@ -30,13 +31,22 @@ def read(lake, identifier):
 
 def test_ingest_text(stack, lake):
     produce(stack.kafka_bootstrap, "topic_text", [("123", "abc"), ("456", "edf")], partition=0)
-    ingest("text", "text.yml", stack)
+    result = ingest("text", "text.yml", stack)
     rows = read(lake, "examples.table_text")
     assert [(r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in rows] == [
         ("topic_text", 0, 0, None, "abc"),
         ("topic_text", 0, 1, None, "edf"),
     ]
     assert all(MINUTE_PT.match(r["pt"]) for r in rows)
+    # The line `kafka-iceberg workspace smoke` reads back from a job run's output.
+    summary = parse_summary(result.stdout)
+    assert summary is not None, result.stdout
+    assert (summary["records_written"], summary["records_failed"]) == (2, 0)
+    table = summary["tables"]["examples.table_text"]
+    assert (
+        table["last_commit"]
+        and table["snapshot_id"] == lake.pyiceberg().load_table("examples.table_text").metadata.current_snapshot_id
+    )
 
 
 def test_ingest_csv(stack, lake):
