@@ -170,14 +170,49 @@ def parse_model(model: type[M], data: Any, *, file: str, prefix: tuple[str | int
         raise ConfigError(problems_from(exc, file=file, data=data, model=model, prefix=prefix)) from None
 
 
+class _DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping holds the same key twice (PyYAML would silently keep the last one)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys in a mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if duplicate:
+                raise _DuplicateKeyError(
+                    None, None, f"duplicate key {key!r}: each key may appear once per mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> Any:
-    """Read one YAML file; a syntax error becomes a ConfigError naming the line."""
+    """Read one YAML file; a syntax error or a duplicate key becomes a ConfigError naming the line."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError.one(str(path), "", MISSING, "a readable file", "UNREADABLE_FILE", hint=str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError.one(
+            str(path), "", MISSING, "a UTF-8 text file", "UNREADABLE_FILE", hint=f"byte {exc.start}: {exc.reason}"
+        ) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except _DuplicateKeyError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError.one(
+            str(path), where, MISSING, "each key once per mapping", "DUPLICATE_KEY", hint=str(exc.problem)
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -237,6 +237,19 @@ def _entry_points() -> set[str]:
     return {ep.name for ep in entry_points(group="console_scripts") if ep.value.startswith("kafka_iceberg.")}
 
 
+def _bundle_shape_problem(path: Path, doc: Any) -> Problem | None:
+    """A bundle file whose top level (or ``resources``/``jobs``/``targets``/``variables``) is not a mapping."""
+    if not isinstance(doc, Mapping):
+        return Problem(str(path), "", doc, "a mapping of bundle keys (bundle, include, resources, ...)", "WRONG_TYPE")
+    for key in ("resources", "targets", "variables"):
+        if doc.get(key) is not None and not isinstance(doc[key], Mapping):
+            return Problem(str(path), key, doc[key], "a mapping", "WRONG_TYPE")
+    jobs = (doc.get("resources") or {}).get("jobs")
+    if jobs is not None and not isinstance(jobs, Mapping):
+        return Problem(str(path), "resources.jobs", jobs, "a mapping of job name to job", "WRONG_TYPE")
+    return None
+
+
 def check_bundle_files(root: Path) -> tuple[list[Path], list[Problem]]:
     """Check ``databricks.yml`` and ``resources/*.yml``: YAML, jobs, entry points, files, variables."""
     files = [root / BUNDLE_FILE, *sorted((root / "resources").glob("*.yml"))]
@@ -244,9 +257,15 @@ def check_bundle_files(root: Path) -> tuple[list[Path], list[Problem]]:
     docs: dict[Path, Any] = {}
     for path in files:
         try:
-            docs[path] = read_yaml(path) or {}
+            doc = read_yaml(path) or {}
         except ConfigError as exc:
             problems.extend(exc.problems)
+            continue
+        shape = _bundle_shape_problem(path, doc)
+        if shape:
+            problems.append(shape)
+            continue
+        docs[path] = doc
     main = docs.get(root / BUNDLE_FILE, {})
     targets = list((main.get("targets") or {}).keys())
     declared = set((main.get("variables") or {}).keys())

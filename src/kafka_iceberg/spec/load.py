@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_iceberg.config import parse_model, read_yaml
-from kafka_iceberg.errors import ConfigError, Problem
+from kafka_iceberg.errors import MISSING, ConfigError, Problem
 from kafka_iceberg.spec.columns import FIXED_COLUMNS, payload_columns, table_columns
 from kafka_iceberg.spec.model import Pipeline, SourceLocation, TableSpec
 from kafka_iceberg.spec.partitioning import check_against_columns
@@ -57,6 +57,16 @@ def parse_pipeline(data: Any, *, file: str, base_dir: Path | None = None) -> Pip
     if not isinstance(raw_tables, list):
         problems.append(Problem(file, "tables", raw_tables, "a list of table specs", "WRONG_TYPE"))
         raw_tables = []
+    elif not raw_tables and not data.get("definitions"):
+        problems.append(
+            Problem(
+                file,
+                "tables",
+                data.get("tables", MISSING),
+                "a non-empty list of table specs (or definitions: Python files declaring tables)",
+                "MISSING_KEY",
+            )
+        )
     for i, raw in enumerate(raw_tables):
         try:
             table = parse_model(TableSpec, raw, file=file, prefix=("tables", i))

@@ -104,7 +104,16 @@ def columns_from_json_schema(schema: Mapping[str, Any]) -> dict[str, tuple[str, 
     Raises:
         ValueError: the schema does not describe an object with properties.
     """
-    if schema.get("type", "object") != "object" or not isinstance(schema.get("properties"), Mapping):
+    if (
+        not isinstance(schema, Mapping)
+        or schema.get("type", "object") != "object"
+        or not isinstance(schema.get("properties"), Mapping)
+    ):
         raise ValueError("a JSON Schema of type object with properties")
-    required = set(schema.get("required", []))
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise ValueError("required: a list of property names")
+    bad = [name for name, prop in schema["properties"].items() if not isinstance(prop, Mapping)]
+    if bad:
+        raise ValueError(f"properties.{bad[0]}: a JSON Schema object, not {schema['properties'][bad[0]]!r}")
     return {name: (json_schema_type(prop), name in required) for name, prop in schema["properties"].items()}
