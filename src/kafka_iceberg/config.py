@@ -182,7 +182,7 @@ class _StrictLoader(yaml.SafeLoader):
         for key_node, _value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             try:
                 duplicate = key in seen
             except TypeError:  # an unhashable key: let PyYAML report it
