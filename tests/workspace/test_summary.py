@@ -40,7 +40,7 @@ def test_summary_counts_and_last_commit_per_table_round_trip():
     assert parsed == summary
     assert parsed["records_written"] == 14 and parsed["records_failed"] == 1
     assert parsed["tables"]["sales.orders"] == {
-        "batches": 2, "records_written": 10, "records_failed": 1,
+        "batches": 2, "records_written": 10, "records_failed": 1, "records_quarantined": 0, "records_published": 0,
         "last_commit": T0.isoformat(), "snapshot_id": 5, "lag": 0,
     }  # fmt: skip
     assert parsed["tables"]["sales.empty"]["last_commit"] is None

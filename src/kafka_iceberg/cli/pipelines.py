@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, table
 from kafka_iceberg.observe.summary import summarize, summary_line
@@ -90,24 +90,12 @@ def run_tables(args: argparse.Namespace, formats: set[str] | None) -> int:
     finally:
         if server is not None:
             server.shutdown()
-    rows: dict[str, list[Any]] = {}
-    for r in reports:
-        row = rows.setdefault(r.table, [r.table, 0, 0, 0, 0, 0, None])
-        row[1] += 1
-        row[2] += r.records_written
-        row[3] += r.records_failed
-        row[4] += r.records_quarantined
-        row[5] += r.records_published
-        row[6] = r.snapshot_id if r.committed else row[6]
-    for job in prepared.jobs:
-        rows.setdefault(job.spec.identifier, [job.spec.identifier, 0, 0, 0, 0, 0, None])
-    emit(
-        table(
-            list(rows.values()), ["table", "batches", "written", "bad", "quarantined", "error topic", "last snapshot"]
-        )
-    )
+    summary = summarize(reports, [job.spec.identifier for job in prepared.jobs])
+    columns = ["batches", "records_written", "records_failed", "records_quarantined", "records_published"]
+    rows = [[name, *(t[c] for c in columns), t["snapshot_id"]] for name, t in summary["tables"].items()]
+    emit(table(rows, ["table", "batches", "written", "bad", "quarantined", "error topic", "last snapshot"]))
     # Last, so it survives a log truncated at the start; `kafka-iceberg workspace` reads it back.
-    emit(summary_line(summarize(reports, [job.spec.identifier for job in prepared.jobs])))
+    emit(summary_line(summary))
     return EXIT_OK
 
 

@@ -24,6 +24,8 @@ def summarize(reports: Iterable[BatchReport], tables: Iterable[str] = ()) -> dic
         row["batches"] += 1
         row["records_written"] += r.records_written
         row["records_failed"] += r.records_failed
+        row["records_quarantined"] += r.records_quarantined
+        row["records_published"] += r.records_published
         if r.committed:
             row["last_commit"] = r.event_time.isoformat()
             row["snapshot_id"] = r.snapshot_id
@@ -41,6 +43,8 @@ def _empty() -> dict[str, Any]:
         "batches": 0,
         "records_written": 0,
         "records_failed": 0,
+        "records_quarantined": 0,
+        "records_published": 0,
         "last_commit": None,
         "snapshot_id": None,
         "lag": None,
