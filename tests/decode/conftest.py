@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from kafka_iceberg.decode import Decoded, decode
+from kafka_iceberg.decode.arrow import unsupported as arrow_unsupported
+from kafka_iceberg.decode.arrow import uses_arrow
 from kafka_iceberg.spec.model import TableSpec
 
 DATA = Path(__file__).with_name("data")
@@ -85,15 +87,46 @@ class Result:
         return {r["offset"]: r for r in self.rows}
 
 
+def with_decoder(spec: TableSpec, decoder: str) -> TableSpec:
+    """``spec`` with ``source.decoder`` set."""
+    return spec.model_copy(update={"source": spec.source.model_copy(update={"decoder": decoder})})
+
+
+def twin_decoder(spec: TableSpec) -> str | None:
+    """The decoder ``spec`` does not use, when both can decode it (json, csv, flatten strict)."""
+    if spec.source.format not in ("json", "csv", "flatten") or arrow_unsupported(spec) is not None:
+        return None
+    return "spark" if uses_arrow(spec) else "arrow"
+
+
+def collect(decoded: Decoded) -> Result:
+    """Rows and errors of a decoded batch, ordered by their Kafka coordinates."""
+    rows = sorted(decoded.rows.collect(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    errors = sorted(decoded.errors.collect(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    return Result(decoded, rows, errors)
+
+
+def assert_identical(one: Result, other: Result) -> None:
+    """Same rows and error rows, value for value (``repr`` tells ``-0.0`` from ``0.0`` and shows NaN)."""
+    assert [repr(r) for r in one.rows] == [repr(r) for r in other.rows]
+    assert [repr(r) for r in one.errors] == [repr(r) for r in other.errors]
+
+
 @pytest.fixture(scope="session")
 def run(kafka_df: Callable[..., Any]) -> Callable[..., Result]:
-    """Decode messages with a spec and collect rows and errors, ordered by offset."""
+    """Decode messages with a spec and collect rows and errors, ordered by offset.
+
+    Where both decoders can decode the spec, the batch is decoded by both and the results must
+    be identical: every decode test is also a test that the Arrow and Spark decoders agree.
+    """
 
     def go(spec: TableSpec, messages: Sequence[Msg | tuple[Bytes, Bytes]], **kwargs: Any) -> Result:
         kwargs.setdefault("flush_time", FLUSH)
-        decoded = decode(kafka_df(messages), spec, **kwargs)
-        rows = sorted(decoded.rows.collect(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
-        errors = sorted(decoded.errors.collect(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
-        return Result(decoded, rows, errors)
+        df = kafka_df(messages)
+        result = collect(decode(df, spec, **kwargs))
+        twin = twin_decoder(spec)
+        if twin is not None and not df.isStreaming:
+            assert_identical(result, collect(decode(df, with_decoder(spec, twin), **kwargs)))
+        return result
 
     return go

@@ -98,8 +98,8 @@ CASES = [
          ("tables[0].write.compression", "'zstd'")),
     Case("bad_on_violation", HEAD + JSON_SRC + "    expectations: {e1: {expr: 'true', on_violation: explode}}\n",
          ("tables[0].expectations.e1.on_violation", "'warn', 'drop', 'quarantine' or 'fail'")),
-    Case("arrow_decoder", HEAD + "    source: {topics: [orders], format: json, decoder: arrow}\n",
-         ("tables[0].source.decoder", "auto or spark")),
+    Case("arrow_decoder", HEAD + "    source: {topics: [orders], format: flatten, decoder: arrow}\n",
+         ("tables[0].source.decoder", "schema_evolution strict")),
     # combinations
     Case("upsert_without_key_fields", HEAD + JSON_SRC + "    commit_mode: upsert\n",
          ("tables[0].key_fields", "commit_mode is upsert")),

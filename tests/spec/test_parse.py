@@ -200,7 +200,13 @@ def test_unquoted_reference_in_a_flow_mapping_gets_a_hint(tmp_path):
     assert "quote ${...} references" in str(err.value)
 
 
-def test_the_arrow_decoder_is_refused_with_its_reason():
-    found = problems({"pipeline": "p", "tables": [table(source={"topics": ["t"], "decoder": "arrow"})]})
+def test_the_arrow_decoder_is_refused_where_it_cannot_decode_with_its_reason():
+    strict = table(
+        source={"topics": ["t"], "format": "flatten", "decoder": "arrow"},
+        schema={"columns": {"id": "long"}},
+        schema_evolution="strict",
+    )
+    parse_pipeline({"pipeline": "p", "tables": [strict]}, file="p.yml")  # accepted
+    found = problems({"pipeline": "p", "tables": [{**strict, "schema_evolution": "add_columns"}]})
     problem = found["tables[0].source.decoder"]
-    assert problem.code == "NOT_AVAILABLE" and "auto or spark" in problem.expected
+    assert problem.code == "IMPOSSIBLE_COMBINATION" and "schema_evolution strict" in problem.expected

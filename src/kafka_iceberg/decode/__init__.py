@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kafka_iceberg.decode.arrow import decode_with_arrow, uses_arrow
 from kafka_iceberg.decode.csv import csv_plan
 from kafka_iceberg.decode.discover import discover
 from kafka_iceberg.decode.flatten import flatten_plan, parse_stages
@@ -104,6 +105,8 @@ def decode(
     nonce = new_nonce()
     frame = kafka_frame(df)
     new_columns: dict[str, str] = {}
+    arrow_columns: dict[str, str] = {}
+    required: set[str] = set()
     if fmt == "text":
         plan = text_plan(spec)
     elif fmt == "binary":
@@ -111,12 +114,22 @@ def decode(
     elif fmt == "json":
         plan = json_plan(spec, nonce)
     else:
-        plan, new_columns = _structured_plan(
+        plan, new_columns, arrow_columns, required = _structured_plan(
             frame, spec, nonce, streaming=df.isStreaming, known_columns=known_columns, base_dir=base_dir
         )
-    rows, errors, outcome = assemble(
-        frame, plan, pt=pt_value(spec.partition_window, flush_time), include_headers=spec.source.include_headers
-    )
+    pt = pt_value(spec.partition_window, flush_time)
+    if uses_arrow(spec):
+        rows, errors, outcome = decode_with_arrow(
+            frame,
+            spec,
+            plan,
+            arrow_columns=arrow_columns,
+            required=required,
+            pt=pt,
+            include_headers=spec.source.include_headers,
+        )
+    else:
+        rows, errors, outcome = assemble(frame, plan, pt=pt, include_headers=spec.source.include_headers)
     return Decoded(rows=rows, errors=errors, new_columns=new_columns, outcome=outcome)
 
 
@@ -128,8 +141,12 @@ def _structured_plan(
     streaming: bool,
     known_columns: Mapping[str, str] | None,
     base_dir: Path | None,
-) -> tuple[Plan, dict[str, str]]:
-    """The plan for csv or flatten, and (flatten) the new columns found in the batch."""
+) -> tuple[Plan, dict[str, str], dict[str, str], set[str]]:
+    """The plan for csv or flatten, (flatten) the new columns, the Arrow-parsed columns, the required ones.
+
+    The Arrow decoder parses every payload column for flatten, and the CSV fields' columns (in
+    field order) for csv.
+    """
     known = dict(known_columns or {})
     declared = payload_columns(spec, base_dir) or {}
     required = _required(spec, base_dir)
@@ -139,11 +156,12 @@ def _structured_plan(
             raise _config_error(spec, "schema", None, "schema.columns (or json_schema) naming the CSV columns")
         layout = spec.source.csv
         order = list(layout.columns) if layout and layout.columns else list(declared or payload)
-        return csv_plan(spec, payload, order, required, nonce), {}
+        fields = {name: payload[name] for name in order}
+        return csv_plan(spec, payload, order, required, nonce), {}, fields, required
     if spec.schema_evolution == "strict":
         if not payload:
             raise _config_error(spec, "schema_evolution", "strict", "add_columns or full, or a declared schema")
-        return flatten_plan(spec, payload, required, nonce, rejected={}), {}
+        return flatten_plan(spec, payload, required, nonce, rejected={}), {}, payload, required
     if streaming:
         raise _config_error(
             spec,
@@ -156,7 +174,8 @@ def _structured_plan(
     parsed = parse_stages(probe, spec, nonce)
     found = discover(apply_stages(frame, probe), parsed, payload)
     payload.update(found.new_columns)
-    return flatten_plan(spec, payload, required, nonce, rejected=found.rejected), found.new_columns
+    plan = flatten_plan(spec, payload, required, nonce, rejected=found.rejected)
+    return plan, found.new_columns, payload, required
 
 
 def _required(spec: TableSpec, base_dir: Path | None) -> set[str]:

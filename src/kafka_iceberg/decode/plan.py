@@ -35,7 +35,7 @@ ERROR_STAGE = "decode"
 _REQUIRED_INPUT = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 # Kafka allows repeated header keys; a map keeps the last one (what Kafka clients' lastHeader returns).
-_HEADERS_MAP = (
+HEADERS_MAP = (
     f"map_from_entries(filter({HEADERS}, (h, i) -> h.key IS NOT NULL AND "
     f"NOT exists(slice({HEADERS}, i + 2, size({HEADERS})), x -> x.key = h.key)))"
 )
@@ -135,7 +135,7 @@ def assemble(
     if pt is not None:
         out.append(F.lit(pt).alias(PT_COLUMN))
     if include_headers:
-        out.append(F.expr(_HEADERS_MAP).alias(HEADERS_COLUMN))
+        out.append(F.expr(HEADERS_MAP).alias(HEADERS_COLUMN))
     out.append(F.col(_TOMB).alias(TOMBSTONE_COLUMN))
     rows = staged.where(~F.col(_FAILED)).select(*out)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_iceberg.config import parse_model, read_yaml
+from kafka_iceberg.decode.arrow import unsupported as arrow_unsupported
 from kafka_iceberg.errors import MISSING, ConfigError, Problem
 from kafka_iceberg.spec.columns import FIXED_COLUMNS, payload_columns, table_columns
 from kafka_iceberg.spec.model import Pipeline, SourceLocation, TableSpec
@@ -147,14 +148,8 @@ def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | No
         out.append(Problem(file, f"{key}.{path}", value, expected, code))
 
     src, fmt = table.source, table.source.format
-    if src.decoder == "arrow":
-        add(
-            "source.decoder",
-            "arrow",
-            "auto or spark (the arrow decoder is not available: it would have to reproduce Spark's JSON and CSV "
-            "parsers exactly to give identical rows and errors)",
-            "NOT_AVAILABLE",
-        )
+    if src.decoder == "arrow" and (why := arrow_unsupported(table)) is not None:
+        add("source.decoder", "arrow", why)
     if src.mode == "default" and fmt not in ("text", "binary"):
         add(
             "source.mode",

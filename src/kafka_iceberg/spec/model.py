@@ -64,8 +64,6 @@ class SourceSpec(Frozen):
     mode: Mode | None = None
     starting_offsets: Literal["earliest", "latest"] | dict[str, dict[str, int]] = "earliest"
     max_records_per_batch: int = Field(MAX_RECORDS_PER_BATCH_DEFAULT, gt=0)
-    # PRODUCT.md also names an `arrow` decoder; it is refused with a reason (spec.load) until it can
-    # reproduce Spark's parsers exactly, which identical rows and errors require.
     decoder: Literal["auto", "spark", "arrow"] = "auto"
     csv: CsvLayout | None = None
     include_headers: bool = False

@@ -1,0 +1,429 @@
+"""The Arrow decoder: json, flatten and csv parsed a whole Arrow batch at a time, inside Spark.
+
+Spark hands each partition to Python as Arrow record batches (``mapInArrow``, which Databricks
+runs too). The payloads of a batch are joined into one newline-delimited buffer and parsed by
+pyarrow's JSON or CSV reader in one call: no Python object per record.
+
+Rows and errors are identical to the Spark decoder's because the Arrow decoder only *certifies*
+records. A record is certified when Arrow parsed it and it is not near any edge where the two
+parsers could disagree (the pre-checks below). Every other record — bad, unusual or merely
+uncertain — is decoded by the Spark decoder, so error rows and reasons have one implementation.
+A buffer Arrow cannot parse as a whole is split in halves until the records it cannot parse are
+isolated, so one bad record costs a few extra parses of its neighbourhood, not the batch.
+
+What is certified (everything else takes the Spark path):
+- json: one JSON object per message, written without surrounding whitespace, without line
+  breaks, control characters, ``NaN``/``Infinity`` text, runs of 1000 number characters or 1000
+  brackets (Jackson's limits in Spark 3.5), at most 1 MiB.
+- flatten (``schema_evolution: strict``): as json, and every key a column; ``long``, ``int``,
+  ``double``, ``boolean`` and ``string`` columns hold a JSON value of their type (a double that
+  is not finite, or is ``-0``, is not certified); other column types hold a JSON string, which
+  Spark then converts with the Spark decoder's own conversion. A nested object or array in a
+  ``string`` column is not certified: Spark writes it as Jackson re-serialises it.
+- csv: no line breaks, control characters or BOM; either no quote character, or every field
+  either unquoted or a well-formed quoted field (RFC 4180), and no quoted empty field. Fields
+  are read as text and converted by Spark with the Spark decoder's conversion.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kafka_iceberg.decode.plan import HEADERS_MAP, KEY, VALUE, Plan, assemble
+from kafka_iceberg.decode.sql import convert, converted_ok, ident, sql_type
+from kafka_iceberg.records import TOMBSTONE_COLUMN
+from kafka_iceberg.spec.columns import HEADERS_COLUMN, KAFKA_COLUMNS, PT_COLUMN
+from kafka_iceberg.spec.model import CsvLayout, TableSpec
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+OK = "_ki_certified"
+# The formats ``decoder: auto`` decodes with Arrow: those where it measured faster (docs/benchmarks/).
+AUTO_ARROW = frozenset({"json", "flatten", "csv"})
+MAX_BYTES = 1 << 20
+# Column types Arrow's JSON reader converts exactly as the Spark decoder does; the rest are
+# read as JSON strings and converted by Spark.
+NATIVE_JSON_TYPES = ("long", "int", "double", "boolean", "string")
+_JSON_SUSPECT = r"[\x00-\x08\x0a-\x1f]|NaN|Infinity"
+_JACKSON_LIMIT = 1000  # Spark 3.5's Jackson refuses longer numbers and deeper nesting
+_MAX_FAILURES = 8  # failed parses per batch (plus one per 100 records) before the rest goes to Spark
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the Python side needs to know (pickled to Spark's Python workers)."""
+
+    fmt: str  # json, flatten or csv
+    source: str  # the frame column holding the payload bytes
+    columns: tuple[tuple[str, str], ...] = ()  # (name, column type) parsed by Arrow, in output order
+    delimiter: str = ","
+    quote: str = '"'
+    null_value: str = ""
+
+    def spark_type(self, col_type: str) -> str:
+        """The Spark SQL type of the column Arrow hands back for ``col_type``."""
+        return "string" if self.fmt == "csv" or col_type not in NATIVE_JSON_TYPES else sql_type(col_type)
+
+    def arrow_type(self, col_type: str) -> pa.DataType:
+        """The Arrow type the reader parses ``col_type`` into."""
+        import pyarrow as pa
+
+        if self.fmt == "csv" or col_type not in NATIVE_JSON_TYPES:
+            return pa.string()
+        return {"long": pa.int64(), "int": pa.int32(), "double": pa.float64(), "boolean": pa.bool_()}.get(
+            col_type, pa.string()
+        )
+
+
+def unsupported(spec: TableSpec) -> str | None:
+    """Why ``decoder: arrow`` cannot be used for this table (None: it can)."""
+    if spec.source.format == "flatten" and spec.schema_evolution != "strict":
+        return (
+            "spark or auto (flatten with schema_evolution add_columns or full finds new columns "
+            "with Spark's parser first; the arrow decoder needs schema_evolution strict)"
+        )
+    return None
+
+
+def uses_arrow(spec: TableSpec) -> bool:
+    """Whether the table is decoded by the Arrow decoder (text and binary have nothing to parse)."""
+    fmt, decoder = spec.source.format, spec.source.decoder
+    if fmt not in ("json", "flatten", "csv") or unsupported(spec) is not None:
+        return False
+    return decoder == "arrow" or (decoder == "auto" and fmt in AUTO_ARROW)
+
+
+def layout_for(spec: TableSpec, columns: dict[str, str]) -> Layout:
+    """The layout of ``spec`` whose Arrow-parsed columns are ``columns`` (empty for json)."""
+    source = KEY if spec.source.effective_mode == "key" else VALUE
+    csv = spec.source.csv or CsvLayout()
+    return Layout(
+        fmt=spec.source.format,
+        source=source,
+        columns=tuple(columns.items()),
+        delimiter=csv.delimiter,
+        quote=csv.quote,
+        null_value=csv.null_value if csv.null_value is not None else "",
+    )
+
+
+# -- Spark side ------------------------------------------------------------------------------------
+def decode_with_arrow(
+    frame: DataFrame,
+    spec: TableSpec,
+    plan: Plan,
+    *,
+    arrow_columns: dict[str, str],
+    required: set[str],
+    pt: str | None,
+    include_headers: bool,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(rows, error rows, outcome) as :func:`~kafka_iceberg.decode.plan.assemble` returns them.
+
+    Certified records become rows here; the others go through ``plan`` (the Spark decoder).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, StructField, StructType, _parse_datatype_string
+
+    layout = layout_for(spec, arrow_columns)
+    names = [f"_ki_a{i}" for i in range(len(layout.columns))]
+    fields = [
+        StructField(n, _parse_datatype_string(layout.spark_type(t)))
+        for n, (_, t) in zip(names, layout.columns, strict=True)
+    ]
+    schema = StructType([*frame.schema.fields, StructField(OK, BooleanType()), *fields])
+    parsed = frame.mapInArrow(functools.partial(certify, layout=layout), schema)
+
+    # Spark converts what Arrow read as text, with the Spark decoder's conversion and check.
+    values: dict[str, str] = {}
+    checks = [ident(OK)]
+    converted = []
+    for i, (name, col_type) in enumerate(layout.columns):
+        column = ident(names[i])
+        if layout.spark_type(col_type) == "string" and col_type != "string":
+            values[name] = ident(f"_ki_c{i}")
+            converted.append(F.expr(convert(column, col_type)).alias(f"_ki_c{i}"))
+            checks.append(converted_ok(column, values[name], col_type))
+        else:
+            values[name] = column
+    checks += [f"{values[name]} IS NOT NULL" for name in sorted(required) if name in values]
+    outcome = parsed.select("*", *converted) if converted else parsed
+    outcome = outcome.select("*", F.expr(" AND ".join(f"coalesce({c}, false)" for c in checks)).alias("_ki_ok"))
+
+    out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
+    for name, col_type in plan.payload.items():
+        out.append(F.expr(_payload_value(spec, name, col_type, values)).alias(name))
+    if pt is not None:
+        out.append(F.lit(pt).alias(PT_COLUMN))
+    if include_headers:
+        out.append(F.expr(HEADERS_MAP).alias(HEADERS_COLUMN))
+    out.append(F.lit(False).alias(TOMBSTONE_COLUMN))
+    certified = outcome.where("_ki_ok").select(*out)
+
+    rest = outcome.where("NOT _ki_ok").select(*frame.columns)
+    rows, errors, _ = assemble(rest, plan, pt=pt, include_headers=include_headers)
+    return certified.unionByName(rows), errors, outcome
+
+
+def _payload_value(spec: TableSpec, name: str, col_type: str, values: dict[str, str]) -> str:
+    """SQL of a payload column on a certified row (never a tombstone: null payloads are not certified)."""
+    if spec.source.format == "json":
+        document = f"CAST({KEY if spec.source.effective_mode == 'key' else VALUE} AS STRING)"
+        wanted = "key" if spec.source.effective_mode == "key" else "value"
+        return document if name == wanted else "CAST(NULL AS STRING)"
+    return values.get(name, f"CAST(NULL AS {sql_type(col_type)})")
+
+
+# -- Python side (runs in Spark's Python workers) --------------------------------------------------
+def certify(batches: Iterator[pa.RecordBatch], layout: Layout) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: each batch with ``_ki_certified`` and the Arrow-parsed columns."""
+    for batch in batches:
+        yield certify_batch(batch, layout)
+
+
+def certify_batch(batch: pa.RecordBatch, layout: Layout) -> pa.RecordBatch:
+    """One batch: pre-check, parse the candidates, post-check; aligned with the batch's records."""
+    import numpy as np
+    import pyarrow as pa
+
+    payload = batch.column(layout.source)
+    n = len(payload)
+    keep = _candidates(payload, layout)
+    picked = np.flatnonzero(keep)
+    if len(picked):
+        keep[picked[_invalid_utf8(payload.take(pa.array(picked)))]] = False
+        picked = np.flatnonzero(keep)
+    candidates = payload.take(pa.array(picked, pa.int64())) if len(picked) < n else payload
+
+    ok = np.zeros(len(picked), dtype=bool)
+    types = [layout.arrow_type(t) for _, t in layout.columns]
+    columns: list[list[pa.Array]] = [[] for _ in types]
+    for span in _parse(candidates, layout):
+        if span.table is None:
+            for i, arrow_type in enumerate(types):
+                columns[i].append(pa.nulls(span.hi - span.lo, arrow_type))
+            continue
+        ok[span.lo : span.hi] = span.ok & _post_check(span.table, layout)
+        for i, (name, _) in enumerate(layout.columns):
+            columns[i].append(span.table.column(_arrow_name(layout, i, name)).combine_chunks().cast(types[i]))
+
+    position = np.full(n, -1, dtype=np.int64)  # record → its row among the candidates
+    position[picked] = np.arange(len(picked))
+    index = pa.array(position, mask=position < 0)
+    out = [*batch.columns, pa.array(ok).take(index).fill_null(False)]
+    out += [pa.concat_arrays([pa.nulls(0, t), *parts]).take(index) for t, parts in zip(types, columns, strict=True)]
+    names = [*batch.schema.names, OK, *[f"_ki_a{i}" for i in range(len(layout.columns))]]
+    return pa.RecordBatch.from_arrays(out, names=names)
+
+
+def _arrow_name(layout: Layout, i: int, name: str) -> str:
+    return f"c{i}" if layout.fmt == "csv" else name
+
+
+def _candidates(payload: pa.Array, layout: Layout) -> Any:
+    """Records worth handing to Arrow: the pre-checks of the module docstring (numpy bool array)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    length = pc.binary_length(payload)
+    keep = pc.and_(pc.greater(length, 0), pc.less_equal(length, MAX_BYTES))
+    if layout.fmt == "csv":
+        control = "".join(f"\\x{c:02x}" for c in range(0x20) if chr(c) != layout.delimiter)
+        keep = pc.and_(keep, pc.invert(pc.match_substring_regex(payload, f"[{control}]|^\\xef\\xbb\\xbf")))
+    else:
+        keep = pc.and_(keep, pc.starts_with(payload, "{"))
+        keep = pc.and_(keep, pc.ends_with(payload, "}"))
+        keep = pc.and_(keep, pc.invert(pc.match_substring_regex(payload, _JSON_SUSPECT)))
+    keep = keep.fill_null(False).to_numpy(zero_copy_only=False).copy()
+    if layout.fmt == "csv":
+        quoted = np.flatnonzero(
+            keep & pc.match_substring(payload, layout.quote).fill_null(False).to_numpy(zero_copy_only=False)
+        )
+        if len(quoted):
+            d, q = re.escape(layout.delimiter), re.escape(layout.quote)
+            field = f"(?:[^{q}{d}]*|{q}(?:[^{q}]|{q}{q})*{q})"
+            texts = payload.take(pa.array(quoted))
+            well_formed = pc.and_(
+                pc.match_substring_regex(texts, f"^{field}(?:{d}{field})*$"),
+                pc.invert(pc.match_substring_regex(texts, f"(?:^|{d}){q}{q}(?:{d}|$)")),
+            )
+            keep[quoted] = well_formed.to_numpy(zero_copy_only=False)
+    else:
+        # Only a message of 1000 bytes or more can hold a 1000-character number or 1000 brackets.
+        long = np.flatnonzero(keep & (length.fill_null(0).to_numpy(zero_copy_only=False) >= _JACKSON_LIMIT))
+        if len(long):
+            texts = payload.take(pa.array(long))
+            number = pc.match_substring_regex(texts, f"[-+.eE0-9]{{{_JACKSON_LIMIT}}}")
+            deep = pc.greater_equal(pc.count_substring_regex(texts, r"[\[{]"), _JACKSON_LIMIT)
+            keep[long] = ~pc.or_(number, deep).to_numpy(zero_copy_only=False)
+    return keep
+
+
+def _invalid_utf8(values: pa.Array) -> Any:
+    """Positions of values that are not UTF-8: one cast when all are (the usual case), else halves."""
+    import numpy as np
+    import pyarrow as pa
+
+    found: list[int] = []
+    todo = [(0, len(values))]
+    while todo:
+        lo, hi = todo.pop()
+        try:
+            values.slice(lo, hi - lo).cast(pa.string())
+        except pa.ArrowInvalid:
+            if hi - lo == 1:
+                found.append(lo)
+            else:
+                mid = (lo + hi) // 2
+                todo += [(lo, mid), (mid, hi)]
+    return np.array(sorted(found), dtype=np.int64)
+
+
+_ROW = re.compile(r" in row (\d+)$")
+
+
+@dataclass(frozen=True)
+class Span:
+    """Candidates ``lo`` to ``hi``: their parse (one row each) and which rows passed, or None."""
+
+    lo: int
+    hi: int
+    table: pa.Table | None
+    ok: Any  # numpy bool array, or None
+
+
+def _parse(candidates: pa.Array, layout: Layout) -> list[Span]:
+    """Spans covering ``candidates`` in order; a span without a table is left to Spark.
+
+    A failed parse that names its row (JSON syntax errors) splits the span around that row;
+    other failures (a value that does not convert, two documents on one line making more rows
+    than lines) split it in halves. Input that keeps failing stops being parsed (see
+    ``_MAX_FAILURES``), so the cost of a batch Arrow cannot certify stays bounded.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(candidates)
+    if n == 0:
+        return []
+    lines = pc.binary_join_element_wise(candidates, pa.scalar(b"\n"), pa.scalar(b""))
+    data = lines.buffers()[2]
+    ends = np.cumsum(pc.binary_length(lines).to_numpy(zero_copy_only=False).astype(np.int64))
+    starts = np.concatenate(([0], ends[:-1]))
+    reader = _reader(layout)
+
+    out: list[Span] = []
+    todo = [(0, n)]
+    failures = 0
+    while todo:
+        lo, hi = todo.pop()
+        if failures > _MAX_FAILURES + n // 100:  # mostly uncertifiable input: leave it to Spark at once
+            out.append(Span(lo, hi, None, None))
+            continue
+        bad_row: int | None = None
+        try:
+            table, ok = reader(data.slice(int(starts[lo]), int(ends[hi - 1] - starts[lo])))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            table, ok, match = None, None, _ROW.search(str(exc))
+            bad_row = int(match.group(1)) if match else None
+        if table is not None and table.num_rows == hi - lo:
+            out.append(Span(lo, hi, table, ok))
+            continue
+        failures += 1
+        if hi - lo == 1:
+            out.append(Span(lo, hi, None, None))
+        elif bad_row is not None and 0 <= bad_row < hi - lo:
+            out.append(Span(lo + bad_row, lo + bad_row + 1, None, None))
+            todo += [span for span in ((lo + bad_row + 1, hi), (lo, lo + bad_row)) if span[0] < span[1]]
+        else:  # no row named, or two documents on one line made more rows than lines
+            mid = (lo + hi) // 2
+            todo += [(mid, hi), (lo, mid)]
+    out.sort(key=lambda span: span.lo)
+    return out
+
+
+def _reader(layout: Layout) -> Any:
+    """A function parsing a buffer of lines: (table or None, the first row it could not parse or None)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.json as pjson
+
+    if layout.fmt == "csv":
+        names = [f"c{i}" for i in range(len(layout.columns))]
+        convert_options = pcsv.ConvertOptions(
+            column_types={n: pa.string() for n in names},
+            null_values=sorted({"", layout.null_value}),
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=True,
+        )
+
+        def read_csv(buffer: pa.Buffer) -> tuple[pa.Table, Any]:
+            skipped: list[int] = []
+
+            def invalid(row: Any) -> str:
+                skipped.append(row.number - 1)  # 1-based
+                return "skip"
+
+            parse = pcsv.ParseOptions(
+                delimiter=layout.delimiter,
+                quote_char=layout.quote,
+                double_quote=True,
+                escape_char=False,
+                newlines_in_values=False,
+                ignore_empty_lines=False,
+                invalid_row_handler=invalid,
+            )
+            read = pcsv.ReadOptions(column_names=names, use_threads=False, block_size=buffer.size + 1)
+            table = pcsv.read_csv(pa.BufferReader(buffer), read, parse, convert_options)
+            lines = table.num_rows + len(skipped)
+            ok = np.ones(lines, dtype=bool)
+            if skipped:  # a row with the wrong field count: realign the others with their lines
+                ok[skipped] = False
+                position = np.full(lines, -1, dtype=np.int64)
+                position[ok] = np.arange(table.num_rows)
+                table = table.take(pa.array(position, mask=~ok))
+            return table, ok
+
+        return read_csv
+
+    strict = layout.fmt == "flatten"
+    schema = pa.schema([(name, layout.arrow_type(t)) for name, t in layout.columns])
+    # Unknown keys are inferred rather than refused: an error would not say which row holds one.
+    options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer" if strict else "ignore")
+
+    def read_json(buffer: pa.Buffer) -> tuple[pa.Table, Any]:
+        read = pjson.ReadOptions(use_threads=False, block_size=buffer.size + 1)  # one block: rows count from 0
+        table = pjson.read_json(pa.BufferReader(buffer), read_options=read, parse_options=options)
+        ok = np.ones(table.num_rows, dtype=bool)
+        extra = [table.column(i) for i in range(len(layout.columns), table.num_columns)]
+        if any(pa.types.is_null(column.type) for column in extra):
+            raise pa.ArrowInvalid("a key holding only null: which rows hold it is not known")
+        for column in extra:  # keys that are no column: the Spark decoder explains them
+            ok &= column.is_null().to_numpy(zero_copy_only=False)
+        return table, ok
+
+    return read_json
+
+
+def _post_check(table: pa.Table, layout: Layout) -> Any:
+    """Rows of a parsed span that stay certified: doubles must be finite and not ``-0``."""
+    import numpy as np
+
+    ok = np.ones(table.num_rows, dtype=bool)
+    if layout.fmt != "flatten":
+        return ok
+    for i, (_, col_type) in enumerate(layout.columns):
+        if col_type == "double":
+            values = table.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
+            present = ~np.isnan(values) | table.column(i).is_null().to_numpy(zero_copy_only=False)
+            ok &= present & ~np.isinf(values) & ~((values == 0) & np.signbit(values))
+    return ok

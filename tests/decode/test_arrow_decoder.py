@@ -1,0 +1,231 @@
+"""The Arrow decoder: it certifies the records it can prove it decodes exactly as Spark does, leaves
+every other record to the Spark decoder, and the two give identical rows and error rows.
+
+The ``run`` fixture decodes every batch with both decoders and compares them, so each test here
+(and every other decode test on json, csv and flatten) is also an identity test. What this file
+adds: the Arrow decoder really does the work on ordinary data (a test of identity alone would pass
+if it certified nothing), a bad record costs only itself, the hostile corpus and generated
+batches agree on both paths, and the edges where the parsers could differ are left to Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from kafka_iceberg.decode.arrow import Layout, certify_batch, unsupported, uses_arrow
+from kafka_iceberg.spec.load import load_pipeline, table_problems
+from kafka_iceberg.spec.model import TableSpec
+from tests.corpus import load, load_target
+from tests.decode.conftest import Msg, table, with_decoder
+from tests.support import hostile
+
+REPO = Path(__file__).resolve().parents[2]
+FLAT = {
+    "id": "long",
+    "n": "int",
+    "amount": "double",
+    "ok": "boolean",
+    "name": "string",
+    "ts": "timestamp",
+    "day": "date",
+    "price": "decimal(10,2)",
+    "f": "float",
+}
+
+
+def flat_doc(rng: random.Random, i: int) -> bytes:
+    doc: dict[str, Any] = {
+        "id": i,
+        "n": rng.randrange(-(2**31), 2**31),
+        "amount": rng.choice([0.1, 1e-7, 123456.789, -2.5, 1e300, 7, 0]),
+        "ok": rng.random() < 0.5,
+        "name": rng.choice(["plain", 'quote " and \\ backslash', "ünï©ødé", "tab\tnewline\n", "/slash", ""]),
+        "ts": f"2026-01-0{rng.randrange(1, 10)}T10:00:0{rng.randrange(10)}Z",
+        "day": "2026-02-03",
+        "price": rng.choice(["12.34", "0.5", "-7"]),
+        "f": rng.choice(["1.5", "3.4e38", "-0.25"]),
+    }
+    for key in rng.sample(sorted(doc), rng.randrange(3)):  # absent or null: both NULL
+        if key != "id":
+            doc[key] = None if rng.random() < 0.5 else doc.pop(key)
+    return json.dumps(doc, ensure_ascii=rng.random() < 0.5, separators=(",", ":")).encode()
+
+
+def csv_line(rng: random.Random, i: int) -> bytes:
+    comment = rng.choice(["plain", '"with, comma"', '"say ""hi"""', "", "ünï"])
+    return f"{i},2026-01-05 10:00:00,{rng.randrange(10**6)},{rng.uniform(-5, 5):.3f},{comment}".encode()
+
+
+CSV_COLUMNS = {"id": "long", "ts": "timestamp", "uid": "long", "amount": "double", "comment": "string"}
+
+
+def spec_for(fmt: str, decoder: str = "arrow") -> TableSpec:
+    if fmt == "flatten":
+        return table(fmt, schema={"columns": FLAT}, schema_evolution="strict", source_decoder=decoder)
+    if fmt == "csv":
+        return table(fmt, schema={"columns": CSV_COLUMNS}, source_decoder=decoder)
+    return table(fmt, source_decoder=decoder)
+
+
+def good_messages(fmt: str, n: int, seed: int = 7) -> list[Msg]:
+    rng = random.Random(seed)
+    make = csv_line if fmt == "csv" else flat_doc
+    return [Msg(f"k{i}", make(rng, i)) for i in range(n)]
+
+
+def certified(result: Any) -> int:
+    return int(result.decoded.outcome.where("_ki_certified").count())
+
+
+@pytest.mark.parametrize("fmt", ["json", "flatten", "csv"])
+def test_ordinary_records_are_all_decoded_by_arrow(run, fmt):
+    messages = good_messages(fmt, 400)
+    result = run(spec_for(fmt), messages)
+    assert len(result.rows) == 400 and result.errors == []
+    assert certified(result) == 400
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bad"),
+    [
+        ("json", [b'{"id": 1', b"[1, 2", b'{"a":1}{"b":2}']),
+        ("flatten", [b'{"id": "x"}', b'{"id": 1, "promo": "y"}', b'{"id": 2, "id": 3}', b'{"id": 1.5}']),
+        ("csv", [b"1,2", b"1,2,3,4,5,6", b'1,"unterminated,3,4,5']),
+    ],
+)
+def test_a_bad_record_costs_only_itself(run, fmt, bad):
+    messages = good_messages(fmt, 600)
+    for i, value in enumerate(bad):
+        messages.insert(100 + 150 * i, Msg("bad", value))
+    result = run(spec_for(fmt), messages)
+    wrong = {m.offset for m in result.errors} if fmt != "json" else None
+    assert len(result.rows) + len(result.errors) == len(messages)
+    assert certified(result) == len(messages) - len(bad)
+    if wrong is not None:
+        assert len(wrong) == len(bad)
+
+
+def test_nested_values_in_string_columns_are_left_to_spark(run):
+    """Spark writes a nested value as Jackson re-serialises it; Arrow cannot reproduce that text."""
+    spec = table(
+        "flatten",
+        schema={"columns": {"id": "long", "ctx": "string"}},
+        schema_evolution="strict",
+        source_decoder="arrow",
+    )
+    messages = [Msg("k", json.dumps({"id": i, "ctx": {"a": [i, 1.50, "x"]}})) for i in range(3)]
+    messages.append(Msg("k", b'{"id":99,"ctx":"flat"}'))
+    result = run(spec, messages)
+    assert len(result.rows) == 4
+    assert result.by_offset()[0]["ctx"] == '{"a":[0,1.5,"x"]}'
+    assert certified(result) == 1
+
+
+def _corpus_spec(fmt: str) -> TableSpec:
+    target = load_target(fmt)
+    pipeline = load_pipeline(REPO / target.pipeline)
+    spec = next(t for t in pipeline.tables if t.identifier == target.table)
+    if fmt == "flatten":
+        spec = spec.model_copy(update={"schema_evolution": "strict"})
+    return with_decoder(spec, "arrow")
+
+
+@pytest.mark.parametrize("fmt", ["json", "flatten", "csv"])
+def test_the_hostile_corpus_decodes_identically_on_both_paths(run, fmt):
+    messages = [Msg(m.key, m.value) for m in load(fmt)]
+    result = run(_corpus_spec(fmt), messages)  # run compares with the Spark decoder
+    assert len(result.rows) + len(result.errors) == len(messages)
+
+
+GENERATED_SPECS = {
+    "json": lambda: table("json", source_decoder="arrow"),
+    "flatten": lambda: table(
+        "flatten",
+        schema={"columns": {"id": "long", "name": "string", "extendinfo": "string"}},
+        schema_evolution="strict",
+        source_decoder="arrow",
+    ),
+    "csv": lambda: table(
+        "csv", schema={"columns": {"id": "long", "name": "string", "amount": "double"}}, source_decoder="arrow"
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", ["json", "flatten", "csv"])
+def test_generated_hostile_batches_decode_identically_on_both_paths(run, fmt):
+    spec = GENERATED_SPECS[fmt]()
+
+    @settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(hostile.batches(fmt, max_size=120))
+    def check(batch: list[tuple[bytes | None, bytes | None]]) -> None:
+        result = run(spec, [Msg(k, v) for k, v in batch])
+        assert len(result.rows) + len(result.errors) == len(batch)
+
+    check()
+
+
+# -- no JVM: what the pre-checks leave to Spark ---------------------------------------------------
+FLATTEN_LAYOUT = Layout(fmt="flatten", source="v", columns=(("id", "long"), ("d", "double"), ("s", "string")))
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (b'{"d":NaN}', "NaN is not JSON; Arrow reads it"),
+        (b'{"d":Infinity}', "Infinity is not JSON; Arrow reads it"),
+        (b'{"d":-0}', "Spark reads the integer -0 as 0.0, Arrow as -0.0"),
+        (b'{"d":1e999}', "overflows a double"),
+        (b'\xef\xbb\xbf{"id":1}', "a BOM; Arrow skips one at the start of its buffer"),
+        (b' {"id":1}', "surrounding whitespace (kept simple: left to Spark)"),
+        (b'{"id":1}{"id":2}', "two documents; Arrow reads two rows"),
+        (b'{"id":1,"x":null}', "a key that is no column, even holding null"),
+        (b'{"id":1,"id":1}', "a duplicate key"),
+        (b'{"s":"\xff"}', "invalid UTF-8, which Arrow's JSON reader passes through"),
+        (b'{"s":{"a":1}}', "a nested value in a string column"),
+        (b'{"s":12}', "a number in a string column (Spark writes Jackson's rendering)"),
+        (b'{"id":1e2}', "an exponent in a long column"),
+        (b'{"s":"a\nb"}', "a raw line break"),
+        (b"", "an empty message"),
+        (None, "a tombstone"),
+    ],
+)
+def test_edges_where_the_parsers_could_differ_are_left_to_spark(value, why):
+    good = b'{"id":7,"d":1.5,"s":"x"}'
+    batch = pa.RecordBatch.from_arrays([pa.array([good, value, good], pa.binary())], names=["v"])
+    out = certify_batch(batch, FLATTEN_LAYOUT)
+    assert out.column("_ki_certified").to_pylist() == [True, False, True], why
+    assert out.column("_ki_a0").to_pylist() == [7, None, 7]
+
+
+def test_csv_edges_are_left_to_spark():
+    layout = Layout(fmt="csv", source="v", columns=(("a", "string"), ("b", "string")))
+    values = [b"x,y", b'"x",y', b'x"y,z', b'"x"y,z', b' "x",y', b'"",y', b"x,y\r", b"\xef\xbb\xbfx,y", b"x,y,z", b"x"]
+    batch = pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], names=["v"])
+    out = certify_batch(batch, layout)
+    assert out.column("_ki_certified").to_pylist() == [True, True] + [False] * 8
+    assert out.column("_ki_a0").to_pylist()[:2] == ["x", "x"]
+
+
+# -- which decoder a table gets ---------------------------------------------------------------------
+def test_auto_uses_arrow_where_it_can_and_spark_elsewhere():
+    assert uses_arrow(table("json")) and uses_arrow(table("csv", schema={"columns": {"a": "long"}}))
+    assert uses_arrow(table("flatten", schema={"columns": {"a": "long"}}, schema_evolution="strict"))
+    assert not uses_arrow(table("flatten"))  # add_columns: new columns are found with Spark's parser
+    assert not uses_arrow(table("text", source_decoder="arrow"))  # nothing to parse
+    assert not uses_arrow(table("json", source_decoder="spark"))
+
+
+def test_arrow_for_flatten_with_schema_discovery_is_refused_with_its_reason():
+    assert unsupported(table("flatten", schema_evolution="strict")) is None
+    reason = unsupported(table("flatten", schema_evolution="add_columns"))
+    assert reason is not None and "schema_evolution strict" in reason
+    found = table_problems(table("flatten", source_decoder="arrow"), file="p.yml", key="tables[0]", base_dir=None)
+    assert [(p.key_path, p.value) for p in found] == [("tables[0].source.decoder", "arrow")]
+    assert "schema_evolution strict" in found[0].expected
