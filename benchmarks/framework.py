@@ -22,12 +22,13 @@ NAMESPACE = "bench"
 FLATTEN_EXPECTATION = "amt >= 0"
 
 
-def table_spec(ds: Dataset, name: str, mode: str) -> dict[str, Any]:
+def table_spec(ds: Dataset, name: str, mode: str, decoder: str = "auto") -> dict[str, Any]:
     """The table spec (as YAML would give it) for ``ds`` under commit ``mode``."""
+    source = {"topics": [ds.topic], "format": ds.fmt, "max_records_per_batch": ds.records_per_file}
     spec: dict[str, Any] = {
         "name": name,
         "namespace": NAMESPACE,
-        "source": {"topics": [ds.topic], "format": ds.fmt, "max_records_per_batch": ds.records_per_file},
+        "source": {**source, "decoder": decoder},
         "commit_mode": mode,
         "errors": {"skip_error": True},
     }
@@ -48,13 +49,14 @@ def table_spec(ds: Dataset, name: str, mode: str) -> dict[str, Any]:
     return spec
 
 
-def pipeline_yaml(ds: Dataset, name: str, mode: str, pipeline: str) -> str:
+def pipeline_yaml(ds: Dataset, name: str, mode: str, pipeline: str, decoder: str = "auto") -> str:
     import yaml
 
-    return yaml.safe_dump({"pipeline": pipeline, "catalog": "lake", "tables": [table_spec(ds, name, mode)]})
+    tables = [table_spec(ds, name, mode, decoder)]
+    return yaml.safe_dump({"pipeline": pipeline, "catalog": "lake", "tables": tables})
 
 
-def make_project(work: Path, ds: Dataset, replay_dir: Path, name: str, mode: str) -> Path:
+def make_project(work: Path, ds: Dataset, replay_dir: Path, name: str, mode: str, decoder: str = "auto") -> Path:
     """A throwaway project whose ``bench`` environment replays ``replay_dir``; returns the pipeline file."""
     project = work / f"project_{name}"
     shutil.rmtree(project, ignore_errors=True)
@@ -65,7 +67,7 @@ def make_project(work: Path, ds: Dataset, replay_dir: Path, name: str, mode: str
     (project / "environments" / "bench.yml").write_text(bench)
     (project / "pipelines").mkdir()
     path = project / "pipelines" / "p.yml"
-    path.write_text(pipeline_yaml(ds, name, mode, pipeline=f"p_{name}"))
+    path.write_text(pipeline_yaml(ds, name, mode, pipeline=f"p_{name}", decoder=decoder))
     return path
 
 

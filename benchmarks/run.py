@@ -47,6 +47,7 @@ OUT_DEFAULT = REPO / "docs" / "benchmarks"
 WORK_DEFAULT = REPO / "benchmarks" / ".work"
 FIXES_FILE = Path(__file__).with_name("fixes.md")
 LATENCY_RESERVE_S = 120.0
+TWO_DECODERS = ("json", "csv", "flatten")  # measured with both decoders (source.decoder auto and spark)
 
 OVERHEAD_REASONS = {
     "flatten": (
@@ -172,9 +173,11 @@ class Bench:
         return f"{stem}_{self.counter}_{int(time.time()) % 100000}"
 
     # -- one measurement each ----------------------------------------------------------------------
-    def framework(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+    def framework(
+        self, ds: datagen.Dataset, gen: datagen.Generated, mode: str, decoder: str = "auto"
+    ) -> dict[str, Any]:
         name = self.unique(f"fw_{ds.name}_{mode}")
-        path = framework.make_project(self.run_work, ds, Path(gen.files[0]).parent, name, mode)
+        path = framework.make_project(self.run_work, ds, Path(gen.files[0]).parent, name, mode, decoder)
         with measure.Meter(self.spark) as meter, stages.profiled(self.spark) as prof:
             run = framework.run_framework(path)
         out = {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}", **run.summary()}
@@ -182,6 +185,10 @@ class Bench:
         if run.records_in != ds.records:
             raise RuntimeError(f"framework read {run.records_in} of {ds.records} records of {ds.name}")
         return out
+
+    def framework_spark(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+        """The framework with ``decoder: spark`` (``framework`` uses ``auto``: Arrow for json/csv/flatten)."""
+        return self.framework(ds, gen, mode, decoder="spark")
 
     def baseline_a(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
         name = self.unique(f"base_{ds.name}_{mode}")
@@ -275,7 +282,9 @@ class Bench:
                 for i, (ds, gen, mode) in enumerate(plan):
                     key = f"{ds.name}:{mode}"
                     entry = entries.setdefault(key, new_entry(ds, gen, mode))
-                    order = ("framework", "baseline_a") if (i + rep) % 2 == 0 else ("baseline_a", "framework")
+                    order = ["framework", "baseline_a"] if (i + rep) % 2 == 0 else ["baseline_a", "framework"]
+                    if mode == "append" and ds.fmt in TWO_DECODERS:
+                        order.insert(1, "framework_spark")
                     for which in order:
                         result = getattr(self, which)(ds, gen, mode)
                         entry[which].append(result)
@@ -322,7 +331,8 @@ class Bench:
 
 def new_entry(ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
     """An empty record of one dataset x mode, to which each attempt is appended."""
-    return {
+    entry: dict[str, Any] = {"framework_spark": []} if mode == "append" and ds.fmt in TWO_DECODERS else {}
+    return entry | {
         "dataset": ds.name,
         "format": ds.fmt,
         "size": ds.size,

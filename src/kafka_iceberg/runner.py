@@ -243,8 +243,8 @@ class BatchProcessor:
             else None
         )
         decoded = decode(raw, self.spec, flush_time=self.clock(), known_columns=known, base_dir=self.base_dir)
-        if decoded.outcome is not None:
-            persist(decoded.outcome)  # rows and errors are both read from it: one decode pass per batch
+        for frame in decoded.to_persist():
+            persist(frame)  # rows and errors are both read from it: one decode pass per batch
         rows = decoded.rows
         if self._transform is not None:
             rows = self._transform(rows)
@@ -265,7 +265,7 @@ class BatchProcessor:
             raw,
             self.spec.expectations,
             payload_columns=payload,
-            persist=persist if self._transform is not None or decoded.outcome is None else _keep,
+            persist=persist if self._transform is not None or not decoded.to_persist() else _keep,
         )
         report.expectations_passed, report.expectations_failed = expectations.passed, expectations.failed
         report.records_dropped = expectations.dropped

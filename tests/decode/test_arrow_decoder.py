@@ -81,7 +81,7 @@ def good_messages(fmt: str, n: int, seed: int = 7) -> list[Msg]:
 
 
 def certified(result: Any) -> int:
-    return int(result.decoded.outcome.where("_ki_certified").count())
+    return int(result.decoded.parsed.where("_ki_certified").count())
 
 
 @pytest.mark.parametrize("fmt", ["json", "flatten", "csv"])

@@ -62,12 +62,22 @@ class Decoded:
         outcome: the per-record decode outcome that ``rows`` and ``errors`` are both filtered
             from. Persist it before using either and the batch is decoded once, not once for
             the rows and again for the errors.
+        parsed: the Arrow decoder's pass, which ``outcome`` reads (None for the Spark decoder).
     """
 
     rows: DataFrame
     errors: DataFrame
     new_columns: dict[str, str]
     outcome: DataFrame | None = None
+    parsed: DataFrame | None = None
+
+    def to_persist(self) -> list[DataFrame]:
+        """What to persist, in this order, so each decoding pass runs once per batch.
+
+        The Arrow decoder has two passes: its own (``parsed``), then the Spark decoder's over the
+        records it did not certify (``outcome``, which reads ``parsed``).
+        """
+        return [frame for frame in (self.parsed, self.outcome) if frame is not None]
 
 
 def decode(
@@ -119,7 +129,7 @@ def decode(
         )
     pt = pt_value(spec.partition_window, flush_time)
     if uses_arrow(spec):
-        rows, errors, outcome = decode_with_arrow(
+        rows, errors, outcome, parsed = decode_with_arrow(
             frame,
             spec,
             plan,
@@ -128,8 +138,8 @@ def decode(
             pt=pt,
             include_headers=spec.source.include_headers,
         )
-    else:
-        rows, errors, outcome = assemble(frame, plan, pt=pt, include_headers=spec.source.include_headers)
+        return Decoded(rows=rows, errors=errors, new_columns=new_columns, outcome=outcome, parsed=parsed)
+    rows, errors, outcome = assemble(frame, plan, pt=pt, include_headers=spec.source.include_headers)
     return Decoded(rows=rows, errors=errors, new_columns=new_columns, outcome=outcome)
 
 

@@ -33,17 +33,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kafka_iceberg.decode.plan import HEADERS_MAP, KEY, VALUE, Plan, assemble
+from kafka_iceberg.decode.plan import FAILED, FIELDS, KEY, TOMB, VALUE, Plan, outcome_of, split
 from kafka_iceberg.decode.sql import convert, converted_ok, ident, sql_type
-from kafka_iceberg.records import TOMBSTONE_COLUMN
-from kafka_iceberg.spec.columns import HEADERS_COLUMN, KAFKA_COLUMNS, PT_COLUMN
 from kafka_iceberg.spec.model import CsvLayout, TableSpec
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-OK = "_ki_certified"
+OK = "_ki_certified"  # Arrow parsed the record and its pre- and post-checks passed
+_FINAL = "_ki_ok"  # ... and Spark's conversion of the text columns too
 # The formats ``decoder: auto`` decodes with Arrow: those where it measured faster (docs/benchmarks/).
 AUTO_ARROW = frozenset({"json", "flatten", "csv"})
 MAX_BYTES = 1 << 20
@@ -123,10 +122,13 @@ def decode_with_arrow(
     required: set[str],
     pt: str | None,
     include_headers: bool,
-) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(rows, error rows, outcome) as :func:`~kafka_iceberg.decode.plan.assemble` returns them.
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """(rows, error rows, outcome, parsed): certified records decoded by Arrow, the rest by ``plan``.
 
-    Certified records become rows here; the others go through ``plan`` (the Spark decoder).
+    ``outcome`` has the shape of the Spark decoder's (:func:`~kafka_iceberg.decode.plan.outcome_of`)
+    for every record, so rows and error rows are split from it the same way. Persist ``parsed``
+    (the Arrow pass), then ``outcome`` (the Spark decoder's pass over the uncertified records),
+    and each runs once per batch.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, StructField, StructType, _parse_datatype_string
@@ -153,30 +155,36 @@ def decode_with_arrow(
         else:
             values[name] = column
     checks += [f"{values[name]} IS NOT NULL" for name in sorted(required) if name in values]
-    outcome = parsed.select("*", *converted) if converted else parsed
-    outcome = outcome.select("*", F.expr(" AND ".join(f"coalesce({c}, false)" for c in checks)).alias("_ki_ok"))
+    if converted:
+        parsed = parsed.select("*", *converted)
+    parsed = parsed.select("*", F.expr(" AND ".join(f"coalesce({c}, false)" for c in checks)).alias(_FINAL))
 
-    out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
-    for name, col_type in plan.payload.items():
-        out.append(F.expr(_payload_value(spec, name, col_type, values)).alias(name))
-    if pt is not None:
-        out.append(F.lit(pt).alias(PT_COLUMN))
-    if include_headers:
-        out.append(F.expr(HEADERS_MAP).alias(HEADERS_COLUMN))
-    out.append(F.lit(False).alias(TOMBSTONE_COLUMN))
-    certified = outcome.where("_ki_ok").select(*out)
-
-    rest = outcome.where("NOT _ki_ok").select(*frame.columns)
-    rows, errors, _ = assemble(rest, plan, pt=pt, include_headers=include_headers)
-    return certified.unionByName(rows), errors, outcome
+    rest = outcome_of(parsed.where(f"NOT {_FINAL}").select(*frame.columns), plan)
+    certified = parsed.where(_FINAL)
+    out: list[Any] = []
+    for f in rest.schema.fields:
+        if f.name == FIELDS:
+            assert isinstance(f.dataType, StructType)
+            sql = {name: _payload_value(spec, name, col_type, values) for name, col_type in plan.payload.items()}
+            struct = F.struct(*[F.expr(sql.get(c.name, "NULL")).cast(c.dataType).alias(c.name) for c in f.dataType])
+            out.append(struct.alias(FIELDS))
+        elif f.name in (FAILED, TOMB):  # null payloads (tombstones) are never certified
+            out.append(F.lit(False).alias(f.name))
+        elif f.name in frame.columns:
+            out.append(F.col(ident(f.name)))
+        else:  # the Spark decoder's helper columns, read only for its error rows
+            out.append(F.lit(None).cast(f.dataType).alias(f.name))
+    outcome = certified.select(*out).unionByName(rest)
+    rows, errors = split(outcome, plan, pt=pt, include_headers=include_headers)
+    return rows, errors, outcome, parsed
 
 
 def _payload_value(spec: TableSpec, name: str, col_type: str, values: dict[str, str]) -> str:
-    """SQL of a payload column on a certified row (never a tombstone: null payloads are not certified)."""
+    """SQL of a payload column on a certified record (never a tombstone: null payloads are not certified)."""
     if spec.source.format == "json":
-        document = f"CAST({KEY if spec.source.effective_mode == 'key' else VALUE} AS STRING)"
         wanted = "key" if spec.source.effective_mode == "key" else "value"
-        return document if name == wanted else "CAST(NULL AS STRING)"
+        source = KEY if wanted == "key" else VALUE
+        return f"CAST({source} AS STRING)" if name == wanted else "CAST(NULL AS STRING)"
     return values.get(name, f"CAST(NULL AS {sql_type(col_type)})")
 
 

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 KEY = "_ki_key"
 VALUE = "_ki_value"
 HEADERS = "_ki_headers"
-_FAILED = "_ki_failed"
-_FIELDS = "_ki_fields"
-_TOMB = "_ki_tomb"
+FAILED = "_ki_failed"
+FIELDS = "_ki_fields"
+TOMB = "_ki_tomb"
 
 ERROR_STAGE = "decode"
 _REQUIRED_INPUT = ("key", "value", "topic", "partition", "offset", "timestamp")
@@ -110,36 +110,53 @@ def assemble(
     The outcome is the one frame both rows and error rows are filtered from: each record's typed
     fields and error. Persisting it before using either decodes the batch once instead of twice.
     """
+    staged = outcome_of(frame, plan)
+    rows, errors = split(staged, plan, pt=pt, include_headers=include_headers)
+    return rows, errors, staged
+
+
+def outcome_of(frame: DataFrame, plan: Plan) -> DataFrame:
+    """Each record of ``frame`` with its typed fields (``_ki_fields``), error flag and tombstone flag."""
     from pyspark.sql import functions as F
 
     frame = apply_stages(frame, plan)
-    if plan.fields:
-        fields = F.struct(*[F.expr(sql).alias(name) for name, sql in plan.fields.items()])
-    else:  # a flatten batch with no column at all; Spark has no empty struct
-        fields = F.struct(F.lit(None).cast("string").alias("_ki_none"))
+    fields = fields_struct(plan)
     bundle = F.struct(
-        F.coalesce(F.expr(plan.checks.fails()), F.lit(False)).alias(_FAILED),
-        fields.alias(_FIELDS),
-        F.coalesce(F.expr(plan.tombstone), F.lit(False)).alias(_TOMB),
+        F.coalesce(F.expr(plan.checks.fails()), F.lit(False)).alias(FAILED),
+        fields.alias(FIELDS),
+        F.coalesce(F.expr(plan.tombstone), F.lit(False)).alias(TOMB),
     )
     if plan.checks.rules or plan.checks.problems:
         # Every column passes through the Generate: the error messages need the helper columns.
-        staged = frame.select("*", F.inline(F.array(bundle)))
-    else:  # binary: nothing can fail, and a literal false filter prunes the errors plan to nothing
-        staged = frame.select(
-            "*", fields.alias(_FIELDS), F.expr(plan.tombstone).alias(_TOMB), F.lit(False).alias(_FAILED)
-        )
+        return frame.select("*", F.inline(F.array(bundle)))
+    # binary: nothing can fail, and a literal false filter prunes the errors plan to nothing
+    return frame.select("*", fields.alias(FIELDS), F.expr(plan.tombstone).alias(TOMB), F.lit(False).alias(FAILED))
+
+
+def fields_struct(plan: Plan, values: dict[str, str] | None = None) -> Any:
+    """The ``_ki_fields`` struct: each payload column's SQL (``values`` overrides the plan's)."""
+    from pyspark.sql import functions as F
+
+    sql = {**plan.fields, **(values or {})}
+    if sql:
+        return F.struct(*[F.expr(sql[name]).alias(name) for name in plan.fields])
+    return F.struct(F.lit(None).cast("string").alias("_ki_none"))  # a flatten batch with no column at all
+
+
+def split(staged: DataFrame, plan: Plan, *, pt: str | None, include_headers: bool) -> tuple[DataFrame, DataFrame]:
+    """(rows, error rows) of an outcome from :func:`outcome_of`."""
+    from pyspark.sql import functions as F
 
     out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
-    out += [F.col(_FIELDS).getField(name).alias(name) for name in plan.payload]
+    out += [F.col(FIELDS).getField(name).alias(name) for name in plan.payload]
     if pt is not None:
         out.append(F.lit(pt).alias(PT_COLUMN))
     if include_headers:
         out.append(F.expr(HEADERS_MAP).alias(HEADERS_COLUMN))
-    out.append(F.col(_TOMB).alias(TOMBSTONE_COLUMN))
-    rows = staged.where(~F.col(_FAILED)).select(*out)
+    out.append(F.col(TOMB).alias(TOMBSTONE_COLUMN))
+    rows = staged.where(~F.col(FAILED)).select(*out)
 
-    failed = staged.where(F.col(_FAILED))
+    failed = staged.where(F.col(FAILED))
     if plan.late:
         failed = failed.select("*", *[F.expr(sql).alias(name) for name, sql in plan.late])
     errors = failed.select(
@@ -149,6 +166,6 @@ def assemble(
         F.col(HEADERS).alias("headers"),
         F.expr(plan.checks.reason()).cast("string").alias("_error"),
         F.lit(ERROR_STAGE).alias("_error_stage"),
-        F.expr(f"nullif(to_json({_FIELDS}), '{{}}')").alias("_decoded"),
+        F.expr(f"nullif(to_json({FIELDS}), '{{}}')").alias("_decoded"),
     )
-    return rows, errors, staged
+    return rows, errors
