@@ -47,7 +47,7 @@ OUT_DEFAULT = REPO / "docs" / "benchmarks"
 WORK_DEFAULT = REPO / "benchmarks" / ".work"
 FIXES_FILE = Path(__file__).with_name("fixes.md")
 LATENCY_RESERVE_S = 120.0
-TWO_DECODERS = ("json", "csv", "flatten")  # measured with both decoders (source.decoder auto and spark)
+TWO_DECODERS = ("json", "csv", "flatten")  # measured with both decoders (source.decoder auto and arrow)
 
 OVERHEAD_REASONS = {
     "flatten": (
@@ -186,9 +186,9 @@ class Bench:
             raise RuntimeError(f"framework read {run.records_in} of {ds.records} records of {ds.name}")
         return out
 
-    def framework_spark(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
-        """The framework with ``decoder: spark`` (``framework`` uses ``auto``: Arrow for json/csv/flatten)."""
-        return self.framework(ds, gen, mode, decoder="spark")
+    def framework_arrow(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+        """The framework with ``decoder: arrow`` (``framework`` uses ``auto``, which is Spark)."""
+        return self.framework(ds, gen, mode, decoder="arrow")
 
     def baseline_a(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
         name = self.unique(f"base_{ds.name}_{mode}")
@@ -284,7 +284,7 @@ class Bench:
                     entry = entries.setdefault(key, new_entry(ds, gen, mode))
                     order = ["framework", "baseline_a"] if (i + rep) % 2 == 0 else ["baseline_a", "framework"]
                     if mode == "append" and ds.fmt in TWO_DECODERS:
-                        order.insert(1, "framework_spark")
+                        order.insert(1, "framework_arrow")
                     for which in order:
                         result = getattr(self, which)(ds, gen, mode)
                         entry[which].append(result)
@@ -331,7 +331,7 @@ class Bench:
 
 def new_entry(ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
     """An empty record of one dataset x mode, to which each attempt is appended."""
-    entry: dict[str, Any] = {"framework_spark": []} if mode == "append" and ds.fmt in TWO_DECODERS else {}
+    entry: dict[str, Any] = {"framework_arrow": []} if mode == "append" and ds.fmt in TWO_DECODERS else {}
     return entry | {
         "dataset": ds.name,
         "format": ds.fmt,

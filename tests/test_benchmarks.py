@@ -96,8 +96,8 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
         entry = run.new_entry(ds, gen, "append")
         entry["framework"] = [attempt(4.0, 7.0, profile=profile), attempt(3.0, 6.0, profile=profile)]
         entry["baseline_a"] = [attempt(2.0, 3.0)]
-        if "framework_spark" in entry:  # flatten: measured with both decoders
-            entry["framework_spark"] = [attempt(6.0, 9.0)]
+        if "framework_arrow" in entry:  # flatten: measured with both decoders
+            entry["framework_arrow"] = [attempt(6.0, 9.0)]
         entry["baseline_b"] = [attempt(1.0, 0.9, records=gen.good_records, megabytes=0.1, peak_rss_mb=200.0)]
         entry["layout"] = {"framework": {"files_per_commit": 1.0, "avg_file_mb": 0.2}, "baseline_a": {}}
         entries[f"{ds.name}:append"] = entry
@@ -121,11 +121,11 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     ratios = back["runs"][0]["summary"]["ratios"]
     assert ratios["vs_a_wall"] == pytest.approx(2.0 / 3.0, abs=1e-3)  # the faster framework attempt counts
     assert ratios["overhead_vs_a_wall"] == pytest.approx(0.5, abs=1e-3)
-    assert ratios["spark_decoder_vs_a_wall"] == pytest.approx(2.0 / 6.0, abs=1e-3)
-    assert ratios["arrow_vs_spark_decoder_wall"] == pytest.approx(2.0, abs=1e-3)
-    assert "framework_spark" not in back["runs"][1]["summary"]  # binary has one decoder
+    assert ratios["arrow_decoder_vs_a_wall"] == pytest.approx(2.0 / 6.0, abs=1e-3)
+    assert ratios["arrow_vs_spark_decoder_wall"] == pytest.approx(0.5, abs=1e-3)
+    assert "framework_arrow" not in back["runs"][1]["summary"]  # binary has one decoder
     text = paths[1].read_text()
-    assert "## Decoders: Arrow" in text and "| flatten_small | " in text.split("## Decoders")[1]
+    assert "## Decoders: Spark" in text and "| flatten_small | " in text.split("## Decoders")[1]
     assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text
     assert "(above 15 %)" in text and "Published anchors" in text
     assert paths[2].read_bytes()[:4] == b"\x89PNG"

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kafka_iceberg.decode.arrow import Layout, certify_batch, unsupported, uses_arrow
+from kafka_iceberg.decode.arrow import AUTO_ARROW, Layout, certify_batch, unsupported, uses_arrow
 from kafka_iceberg.spec.load import load_pipeline, table_problems
 from kafka_iceberg.spec.model import TableSpec
 from tests.corpus import load, load_target
@@ -214,12 +214,14 @@ def test_csv_edges_are_left_to_spark():
 
 
 # -- which decoder a table gets ---------------------------------------------------------------------
-def test_auto_uses_arrow_where_it_can_and_spark_elsewhere():
-    assert uses_arrow(table("json")) and uses_arrow(table("csv", schema={"columns": {"a": "long"}}))
-    assert uses_arrow(table("flatten", schema={"columns": {"a": "long"}}, schema_evolution="strict"))
-    assert not uses_arrow(table("flatten"))  # add_columns: new columns are found with Spark's parser
+def test_arrow_is_used_where_asked_and_possible_and_auto_follows_the_measurements():
+    strict = {"schema": {"columns": {"a": "long"}}, "schema_evolution": "strict"}
+    assert uses_arrow(table("json", source_decoder="arrow"))
+    assert uses_arrow(table("csv", schema={"columns": {"a": "long"}}, source_decoder="arrow"))
+    assert uses_arrow(table("flatten", source_decoder="arrow", **strict))
     assert not uses_arrow(table("text", source_decoder="arrow"))  # nothing to parse
-    assert not uses_arrow(table("json", source_decoder="spark"))
+    for fmt in ("json", "csv", "flatten"):  # auto: Arrow only where whole runs measured faster
+        assert uses_arrow(table(fmt, **(strict if fmt == "flatten" else {}))) == (fmt in AUTO_ARROW)
 
 
 def test_arrow_for_flatten_with_schema_discovery_is_refused_with_its_reason():

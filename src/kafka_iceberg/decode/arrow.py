@@ -43,8 +43,10 @@ if TYPE_CHECKING:
 
 OK = "_ki_certified"  # Arrow parsed the record and its pre- and post-checks passed
 _FINAL = "_ki_ok"  # ... and Spark's conversion of the text columns too
-# The formats ``decoder: auto`` decodes with Arrow: those where it measured faster (docs/benchmarks/).
-AUTO_ARROW = frozenset({"json", "flatten", "csv"})
+# The formats ``decoder: auto`` decodes with Arrow: those where whole runs measured faster with it
+# (docs/benchmarks/results.md, "Decoders"). None so far: the Arrow pass parses 3x faster per core
+# than Spark's JSON parser, but moving each batch to Python and back costs as much again.
+AUTO_ARROW: frozenset[str] = frozenset()
 MAX_BYTES = 1 << 20
 # Column types Arrow's JSON reader converts exactly as the Spark decoder does; the rest are
 # read as JSON strings and converted by Spark.
