@@ -74,3 +74,22 @@ def test_jdbc_catalog_on_sqlite(spark, tmp_path):
     with sqlite3.connect(db) as conn:
         names = conn.execute("SELECT table_namespace, table_name FROM iceberg_tables").fetchall()
     assert names == [("db", "t")]
+
+
+def test_credentials_leave_the_session_settings_once_the_catalog_is_loaded(spark, tmp_path):
+    """Spark copies session settings into every job's properties, which event logs keep unredacted:
+    a catalog's credentials must not stay there, and the loaded catalog must still work without them."""
+    db = tmp_path / "catalog.db"
+    profile = JdbcCatalog(
+        type="jdbc", uri=f"jdbc:sqlite:{db}", warehouse=f"file://{tmp_path}/wh", user="u", password="${secret:s/pw}"
+    )
+    rendered = render("token_store", profile)
+    attach_catalogs(spark, [rendered], Resolver(env={"KAFKA_ICEBERG_SECRET__S__PW": "pw-3f9a1c7e5b"}))
+    settings = {r.key: r.value for r in spark.sql("SET").collect()}
+    assert "pw-3f9a1c7e5b" not in str(settings)
+    assert "spark.sql.catalog.token_store.jdbc.password" not in settings
+    assert "spark.sql.catalog.token_store.uri" in settings  # the rest stays
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS token_store.db")
+    spark.sql("CREATE TABLE token_store.db.t (id BIGINT) USING iceberg")
+    spark.sql("INSERT INTO token_store.db.t VALUES (3)")
+    assert [r.id for r in spark.table("token_store.db.t").collect()] == [3]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from kafka_iceberg import jars
 from kafka_iceberg.catalogs import RenderedCatalog
-from kafka_iceberg.refs import Resolver
+from kafka_iceberg.refs import Resolver, is_sensitive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -96,10 +96,35 @@ def get_spark(
 
 
 def attach_catalogs(spark: SparkSession, catalogs: Iterable[RenderedCatalog], resolver: Resolver) -> None:
-    """Resolve each catalog's settings and set them on the running session."""
+    """Resolve each catalog's settings, set them on the running session and load the catalog.
+
+    Credentials do not stay in the session's settings: Spark copies every session setting into
+    the properties of each job it runs, and event logs record those unredacted (only settings of
+    the SparkConf are redacted). A loaded catalog keeps its own copy, so they are dropped once it
+    is loaded.
+    """
     for catalog in catalogs:
+        prefix = catalog.key("") + "."  # judge the property, not the catalog's name ("tokens" is a name)
+        secret = [
+            k
+            for k, raw in catalog.conf.items()
+            if k in catalog.secret_keys or (k.startswith(prefix) and is_sensitive(k[len(prefix) :], raw))
+        ]
         for key, raw in catalog.conf.items():
             value = resolver.value(raw)
             if spark.conf.get(key, None) != value:
                 spark.conf.set(key, value)
+        if secret:
+            _load_catalog(spark, catalog.name)
+            for key in secret:
+                spark.conf.unset(key)
         log.debug("catalog %s attached", catalog.name)
+
+
+def _load_catalog(spark: SparkSession, name: str) -> None:
+    """Make Spark load (and cache) catalog ``name`` now rather than on first use."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is not None:
+        jsession.sessionState().catalogManager().catalog(name)
+    else:  # Spark Connect: no JVM handle; any statement naming the catalog loads it
+        spark.sql(f"SHOW NAMESPACES IN `{name}`").collect()

@@ -7,7 +7,15 @@ import uuid
 import pytest
 
 from kafka_iceberg.checks import ErrorRouter, write_rejections
-from kafka_iceberg.checks.error_topic import H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC, ErrorTopicPublisher
+from kafka_iceberg.checks.error_topic import (
+    H_OFFSET,
+    H_PARTITION,
+    H_REASON,
+    H_STAGE,
+    H_TOPIC,
+    ErrorTopicError,
+    ErrorTopicPublisher,
+)
 from kafka_iceberg.errors import RecordError
 from kafka_iceberg.spec.model import TableSpec
 from tests.support.frames import error_frame, kafka_frame
@@ -75,11 +83,11 @@ def test_expectation_quarantine_goes_to_the_table_only(spark, errors):
     assert sink.batches[0][1][0]._error_stage == "expectation:x"
 
 
-def _publisher(stack, topic):
+def _publisher(stack, topic, **producer):
     conf = {"bootstrap.servers": stack.kafka_bootstrap}
     return ErrorTopicPublisher(
         topic=topic,
-        producer_config={**conf, **{k: str(v) for k, v in EXACT_WATERMARK_PRODUCER.items()}},
+        producer_config={**conf, **{k: str(v) for k, v in {**EXACT_WATERMARK_PRODUCER, **producer}.items()}},
         consumer_config=conf,
         pipeline="p",
         table="n.t",
@@ -114,6 +122,34 @@ def test_republishing_after_a_crash_does_not_duplicate(stack, errors):
     sent, _ = again.publish(errors.toLocalIterator())
     assert sent == 0
     assert len(consume_all(stack.kafka_bootstrap, topic)) == 2
+
+
+@pytest.mark.integration
+def test_a_record_above_librdkafkas_default_size_limit_is_republished(spark, stack):
+    """Kafka topics take 1 MiB records; librdkafka's producer alone would refuse one over 1,000,000 bytes."""
+    topic = f"errors_{uuid.uuid4().hex[:8]}"
+    big = b"x" * 1_000_000 + b"\xff"
+    rows = error_frame(spark, [("src", 0, 5, b"k", big, None, "invalid UTF-8 in value", "decode")])
+    assert _publisher(stack, topic).publish(rows.toLocalIterator())[0] == 1
+    (got,) = consume_all(stack.kafka_bootstrap, topic)
+    assert got.value == big and dict(got.headers)[H_OFFSET] == b"5"
+
+
+@pytest.mark.integration
+def test_a_record_the_producer_refuses_fails_naming_it(spark, stack):
+    topic = f"errors_{uuid.uuid4().hex[:8]}"
+    rows = error_frame(spark, [("src", 2, 9, None, b"y" * 5000, None, "bad", "decode")])
+    with pytest.raises(ErrorTopicError, match=f"topic src partition 2 offset 9 cannot be sent to {topic}"):
+        _publisher(stack, topic, **{"message.max.bytes": 1000}).publish(rows.toLocalIterator())
+
+
+@pytest.mark.integration
+def test_a_full_producer_queue_waits_instead_of_failing(spark, stack):
+    topic = f"errors_{uuid.uuid4().hex[:8]}"
+    rows = error_frame(spark, [("src", 0, i, None, b"v%d" % i, None, "bad", "decode") for i in range(5)])
+    publisher = _publisher(stack, topic, **{"queue.buffering.max.messages": 1})
+    assert publisher.publish(rows.toLocalIterator())[0] == 5
+    assert sorted(m.value for m in consume_all(stack.kafka_bootstrap, topic)) == [b"v%d" % i for i in range(5)]
 
 
 def test_write_rejections_split_null_required_columns_and_keys(spark):

@@ -7,10 +7,9 @@ bytes survive; huge values are a unit repeated (``value_repeat``) to keep the fi
 are written by ``python -m tests.corpus.generate`` (the generator is the readable source; the test
 checks the two agree).
 
-``expect`` is ``good`` (the record lands in the table), ``error`` (it lands in the error target with
-a reason containing ``reason_contains`` when given), or ``unsure``: what the Spark decoder does is
-not settled by reading the code and docs; ``note`` says what is likely. The end-to-end test (with
-Spark) settles those and should then rewrite them as good or error.
+``expect`` is ``good`` (the record lands in the table) or ``error`` (it lands in the error target with
+a reason containing ``reason_contains`` when given); ``note`` explains a classification that is not
+obvious. ``tests/e2e/test_corpus_end_to_end.py`` checks every classification against a real run.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from typing import Literal
 
 CORPUS_DIR = Path(__file__).resolve().parent
 FORMATS = ("text", "csv", "json", "flatten", "binary")
-Expect = Literal["good", "error", "unsure"]
+Expect = Literal["good", "error"]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Write ``tests/corpus/<format>.jsonl`` (run ``python -m tests.corpus.generate`` from the repository root).
 
-Classifications follow ``docs/decode.md`` and ``src/kafka_iceberg/decode/`` for the fixture tables:
+Classifications follow ``docs/decode.md`` and were checked against real runs of the fixture tables
+(``tests/e2e/test_corpus_end_to_end.py``):
 text/json with ``mode: value`` (key column NULL, the key is never read), csv ``id bigint, name string,
 region string``, flatten ``id bigint, name string, extendinfo string`` under the default
 ``schema_evolution: add_columns`` (unknown keys with valid names become columns), binary ``mode: default``.
@@ -298,10 +299,12 @@ def json_corpus() -> Corpus:
         "deep_nesting",
         "objects nested 5000 deep",
         deep(5000),
-        "unsure",
+        "error",
         inv,
-        note="Jackson 2.15 (Spark 3.5) limits nesting to 1000 (StreamReadConstraints); likely an error",
+        note="beyond the nesting limit of Spark's JSON parser (Jackson 2.15's 1000 levels, one taken by the decoder)",
     )
+    c.add("deep-999", "deep_nesting", "objects nested 999 deep: the deepest accepted", deep(999), "good")
+    c.add("deep-1001", "deep_nesting", "objects nested 1001 deep: past the limit", deep(1001), "error", inv)
     c.add("deep-unbalanced", "deep_nesting", "5000 opening brackets, never closed", b"[" * 5000, "error", inv)
     c.add(
         "dup-keys",
@@ -333,9 +336,18 @@ def json_corpus() -> Corpus:
         "big_numbers",
         "a number with 5000 digits",
         b"1" * 5000,
-        "unsure",
+        "error",
         inv,
-        note="Jackson 2.15 limits numbers to 1000 characters; whether Spark's string read hits the limit is unknown",
+        note="valid JSON beyond the parser's limit: Jackson 2.15 reads numbers of at most 1000 characters",
+    )
+    c.add("digits-1000", "big_numbers", "a number of 1000 digits: the longest accepted", b"1" * 1000, "good")
+    c.add("digits-1001", "big_numbers", "a number of 1001 digits: past the limit", b"1" * 1001, "error", inv)
+    c.add(
+        "digits-1001-in-string",
+        "big_numbers",
+        "1001 digits inside a JSON string are just text",
+        b'{"x":"' + b"1" * 1001 + b'"}',
+        "good",
     )
     c.add("leading-plus", "big_numbers", "+1 is not JSON", b"+1", "error", inv)
     c.add("leading-zero", "big_numbers", "01 is not JSON (allowNumericLeadingZeros is off)", b"01", "error", inv)
@@ -355,8 +367,8 @@ def json_corpus() -> Corpus:
         "control_chars",
         "an escaped lone surrogate",
         b'{"x":"\\ud800"}',
-        "unsure",
-        note="JSON grammar allows it; Jackson reading the element as text likely accepts it",
+        "good",
+        note="the JSON grammar allows it; the document is kept as sent",
     )
     c.add("bad-escape", "control_chars", "an invalid escape \\x", b'{"x":"\\x41"}', "error", inv)
     c.add("bad-unicode-escape", "control_chars", "\\u with non-hex digits", b'{"x":"\\uZZZZ"}', "error", inv)
@@ -443,9 +455,9 @@ def flatten_corpus() -> Corpus:
         "deep_nesting",
         "extendinfo nested 5000 deep",
         b'{"id":1,"extendinfo":' + deep(5000) + b"}",
-        "unsure",
+        "error",
         inv,
-        note="Jackson 2.15's nesting limit of 1000 likely makes it invalid JSON",
+        note="beyond the nesting limit of Spark's JSON parser, as for json",
     )
     c.add("dup-declared", "duplicate_keys", "a declared column twice", b'{"id":1,"id":2}', "error", "duplicate key id")
     c.add(
@@ -461,8 +473,8 @@ def flatten_corpus() -> Corpus:
         "duplicate_keys",
         "duplicates inside a nested object (kept as a JSON string)",
         b'{"id":1,"extendinfo":{"a":1,"a":2}}',
-        "unsure",
-        note="only top-level keys are checked; how Spark renders the nested duplicate is not settled",
+        "good",
+        note='only top-level keys are checked; extendinfo keeps both members: {"a":1,"a":2}',
     )
     for t in NAN_INF:
         c.add(
@@ -492,10 +504,11 @@ def flatten_corpus() -> Corpus:
     c.add(
         "id-exponent",
         "big_numbers",
-        "id 1e2",
+        "id 1e2: a number written with an exponent is not an integer (as csv's 1e3)",
         b'{"id":1e2}',
-        "unsure",
-        note="Spark renders 1e2 as 100.0; whether that casts to long is unsettled",
+        "error",
+        "field id: expected long",
+        note='the reason quotes Spark\'s rendering of the number: got "100.0"',
     )
     c.add("id-string-number", "big_numbers", "id as a JSON string holding a long", b'{"id":"123"}', "good")
     c.add("id-string-spaces", "big_numbers", 'id " 42 " (spaces are allowed)', b'{"id":" 42 "}', "good")
@@ -667,52 +680,65 @@ def csv_corpus() -> Corpus:
         "csv_quoting",
         "a quote inside an unquoted field",
         b'1,ab"c,x',
-        "unsure",
-        note="univocity's default (STOP_AT_DELIMITER) likely keeps ab\"c",
+        "good",
+        note='a quote that does not open a field is text: name ab"c',
     )
     c.add(
         "text-after-quote",
         "csv_quoting",
         "text after the closing quote",
         b'1,"a"b,x',
-        "unsure",
-        note="univocity may keep ab or fold the rest into the field; a count error is possible",
+        "good",
+        note='a malformed quoted field is taken literally, quotes included, up to the delimiter: name "a"b',
+    )
+    c.add(
+        "text-after-quoted-delimiter",
+        "csv_quoting",
+        "text after a closing quote, with a delimiter inside the quotes",
+        b'1,"a,b"c,x',
+        "good",
+        note='taken literally up to the next delimiter outside the quotes: name "a,b"c',
     )
     c.add(
         "space-before-quote",
         "csv_quoting",
         "a space before an opening quote",
         b'1, "a",x',
-        "unsure",
-        note="likely good: the field is the literal text ' \"a\"' (leading space keeps it unquoted)",
+        "good",
+        note="a leading space keeps the field unquoted: name ' \"a\"'",
     )
     c.add(
         "quoted-newline",
         "csv_quoting",
         "a newline inside quotes",
         b'1,"two\nlines",x',
-        "unsure",
-        note="likely good: a quoted newline is part of the field",
+        "good",
+        note="a quoted line break is part of the field",
     )
     c.add(
         "unquoted-newline",
         "csv_quoting",
         "two records in one message",
         b"1,a,b\n2,c,d",
-        "unsure",
-        cnt,
-        note="likely an error: from_csv reads the first record",
+        "error",
+        "expected 3 CSV columns, got 5",
+        note="a message is one record: the line break is field content, so b and 2 make one field",
     )
     c.add(
         "trailing-crlf",
         "csv_quoting",
         "a record ending in CR LF",
         b"1,a,b\r\n",
-        "unsure",
-        note="the decoder's sentinel lands after the line break",
+        "good",
+        note="lands as a row, but the unquoted last field keeps the line break (region 'b\\r\\n'; "
+        "a quoted one does not): see docs/reliability.md",
     )
     c.add(
-        "backslash", "csv_quoting", "a backslash is not an escape", b"1,a\\,b", "error", "expected 3 CSV columns, got 4"
+        "backslash",
+        "csv_quoting",
+        "a backslash is not an escape: three fields, name a\\",
+        b"1,a\\,b",
+        "good",
     )
     c.add("too-few", "csv_quoting", "two fields", b"1,a", "error", "expected 3 CSV columns, got 2")
     c.add("too-many", "csv_quoting", "four fields", b"1,a,b,c", "error", "expected 3 CSV columns, got 4")
@@ -731,9 +757,7 @@ def csv_corpus() -> Corpus:
     c.add("id-min-long", "big_numbers", "id -2^63", b"-9223372036854775808,a,b", "good")
     c.add("id-400-digits", "big_numbers", "id with 400 digits", b"9" * 400 + b",a,b", "error", idl)
     c.add("id-spaces", "big_numbers", "id with spaces around", b" 42 ,a,b", "good")
-    c.add(
-        "id-plus", "big_numbers", "id +5", b"+5,a,b", "unsure", note="Spark's string-to-long likely accepts a leading +"
-    )
+    c.add("id-plus", "big_numbers", "id +5: an explicit sign is an integer", b"+5,a,b", "good", note="id 5")
     c.add("id-hex", "big_numbers", "id 0x10", b"0x10,a,b", "error", idl)
     c.add("id-fullwidth", "big_numbers", "id in full-width digits", "\uff11\uff12\uff13,a,b".encode(), "error", idl)
     c.add("id-leading-zeros", "big_numbers", "id 007", b"007,a,b", "good")
@@ -754,9 +778,9 @@ def csv_corpus() -> Corpus:
         "bom",
         "a UTF-8 BOM before the id",
         BOM + b"1,a,b",
-        "unsure",
+        "error",
         idl,
-        note="likely an error: U+FEFF is not trimmed before the cast",
+        note="a BOM is part of the first field, like any character, so the id does not convert",
     )
     c.add("bom-in-name", "bom", "U+FEFF in a string column", b"1," + BOM + b"a,b", "good")
     c.add("control-in-name", "control_chars", "C0 controls in a string column", b"1,a\x01\x02\x1bb,c", "good")
@@ -765,16 +789,16 @@ def csv_corpus() -> Corpus:
         "control_chars",
         "a NUL in a string column",
         b"1,a\x00b,c",
-        "unsure",
-        note="Spark's comment char defaults to U+0000; likely kept",
+        "good",
+        note="the NUL is kept in the string",
     )
     c.add(
         "nul-start",
         "control_chars",
         "a record starting with NUL",
         b"\x001,a,b",
-        "unsure",
-        note="a leading U+0000 may read as a comment line",
+        "good",
+        note="not a comment: number conversions ignore control characters around the digits as they do spaces (id 1)",
     )
     c.add(
         "tab-delimited", "csv_quoting", "tabs instead of commas", b"1\ta\tb", "error", "expected 3 CSV columns, got 1"

@@ -33,10 +33,9 @@ def test_at_least_50_messages_with_valid_expectations(fmt):
     assert len(messages) >= 50
     for m in messages:
         assert m.id.startswith(f"{fmt}-")
-        assert m.expect in ("good", "error", "unsure"), m.id
+        assert m.expect in ("good", "error"), m.id
         assert m.why, m.id
         assert m.expect != "good" or m.reason_contains is None, m.id
-        assert m.expect != "unsure" or m.note or m.reason_contains, f"{m.id}: say what is likely"
 
 
 def test_ids_are_unique_across_formats():
@@ -119,12 +118,14 @@ def test_json_syntax_expectations_agree_with_pythons_strict_parser():
     """An independent oracle for the syntax cases: Python's json (strict, NaN refused) and the corpus agree."""
     checked = 0
     for m in load("json"):
-        if m.value is None or m.value == b"" or m.expect == "unsure":
+        if m.value is None or m.value == b"":
             continue
         if m.reason_contains and "JSON" not in m.reason_contains:
             continue
         if m.category == "deep_nesting" and len(m.value) > 2000:
             continue  # Python's recursion limit is not the decoder's
+        if m.category == "big_numbers" and len(m.value) > 1000:
+            continue  # nor is its limit on digits (Jackson reads numbers of at most 1000 characters)
         assert _python_json_ok(m.value) == (m.expect == "good"), m.id
         checked += 1
     assert checked >= 40

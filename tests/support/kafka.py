@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -26,9 +26,13 @@ def produce(
     *,
     partition: int | None = None,
     headers: Sequence[tuple[str, bytes]] | None = None,
+    config: Mapping[str, str | int] | None = None,
 ) -> int:
-    """Send (key, value) pairs one per request; returns how many were sent."""
-    producer = Producer({"bootstrap.servers": bootstrap, **EXACT_WATERMARK_PRODUCER})
+    """Send (key, value) pairs one per request; returns how many were sent.
+
+    ``config`` adds librdkafka settings (``message.max.bytes`` for messages of about 1 MB).
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, **EXACT_WATERMARK_PRODUCER, **(config or {})})
     count = 0
     errors: list[KafkaError] = []
 

@@ -23,6 +23,10 @@ HEADER_PREFIX = "kafka_iceberg.errors."
 H_TOPIC, H_PARTITION, H_OFFSET = (HEADER_PREFIX + k for k in ("topic", "partition", "offset"))
 H_REASON, H_STAGE, H_PIPELINE, H_TABLE = (HEADER_PREFIX + k for k in ("reason", "stage", "pipeline", "table"))
 Coordinate = tuple[str, int, int]
+# librdkafka refuses messages over 1,000,000 bytes by default, below Kafka's own 1 MiB topic limit,
+# so a record the source topic took could not be republished. The broker enforces the error topic's
+# max.message.bytes instead; the environment's producer settings still win.
+PRODUCER_DEFAULTS = {"message.max.bytes": str(64 * 1024 * 1024)}
 
 
 class ErrorTopicError(KafkaIcebergError):
@@ -103,9 +107,9 @@ class ErrorTopicPublisher:
         Returns:
             Records sent, and the error topic's end offsets after them (None when nothing was sent).
         """
-        from confluent_kafka import KafkaError, Producer
+        from confluent_kafka import KafkaError, KafkaException, Producer
 
-        producer = Producer(dict(self.producer_config))
+        producer = Producer({**PRODUCER_DEFAULTS, **self.producer_config})
         failures: list[KafkaError] = []
 
         def on_delivery(err: KafkaError | None, _msg: object) -> None:
@@ -132,7 +136,16 @@ class ErrorTopicPublisher:
             ]
             value = bytes(row["value"]) if row["value"] is not None else None
             key = bytes(row["key"]) if row["key"] is not None else None
-            producer.produce(self.topic, key=key, value=value, headers=headers, on_delivery=on_delivery)
+            while True:
+                try:
+                    producer.produce(self.topic, key=key, value=value, headers=headers, on_delivery=on_delivery)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain, then retry
+                    producer.poll(1.0)
+                except KafkaException as exc:  # refused before sending, e.g. larger than message.max.bytes
+                    where = f"topic {coordinate[0]} partition {coordinate[1]} offset {coordinate[2]}"
+                    reason = exc.args[0].str()
+                    raise ErrorTopicError(f"record {where} cannot be sent to {self.topic}: {reason}") from None
             producer.poll(0)
             sent += 1
         remaining = producer.flush(60)

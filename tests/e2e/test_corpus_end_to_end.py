@@ -1,0 +1,233 @@
+"""Hostile input end to end (issue 9): every corpus message, and hypothesis-generated batches, go
+through Kafka and a real run with an error target; each lands as a row or as an error row with a
+reason, nothing crashes and the counts add up. Results are read back independently: pyiceberg for
+tables, a fresh Kafka consumer for the error topic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from kafka_iceberg.checks.error_topic import H_OFFSET, H_PARTITION, H_REASON, H_STAGE, H_TOPIC
+from tests.corpus import FORMATS, load, load_target
+from tests.support import hostile
+from tests.support.kafka import consume_all, produce
+from tests.support.run import Ran, run_pipeline, unique
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+# Values of about 1 MB: librdkafka refuses messages above 1,000,000 bytes by default.
+BIG_MESSAGES = {"message.max.bytes": 4_000_000}
+
+# Which error target each format's run uses: both kinds, alone and together, under both skip_error values.
+TARGETS: dict[str, dict[str, Any]] = {
+    "text": {"topic": True, "skip_error": False},
+    "csv": {"topic": True, "skip_error": True},
+    "json": {"quarantine": True, "skip_error": False},
+    "flatten": {"topic": True, "quarantine": True, "skip_error": True},
+    "binary": {"quarantine": True, "skip_error": False},
+}
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    offset: int
+    reason: str
+    stage: str
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass
+class Outcome:
+    """What one run made of the messages of one topic, as read back."""
+
+    ran: Ran
+    sent: list[tuple[bytes | None, bytes | None]]
+    offsets: list[int]  # offset of sent[i]
+    rows: dict[int, dict[str, Any]]
+    errors: dict[str, dict[int, ErrorRow]]  # per target: "topic" and/or "quarantine"
+
+
+def _pipeline(fmt: str, ns: str, topic: str, target: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
+    """The fixture pipeline of ``fmt`` on a fresh namespace and topic, with an error target."""
+    fixture = load_target(fmt)
+    doc = yaml.safe_load((REPO / fixture.pipeline).read_text())
+    (table,) = [t for t in doc["tables"] if f"{t['namespace']}.{t['name']}" == fixture.table]
+    table["namespace"] = ns
+    table["source"]["topics"] = [topic]
+    errors: dict[str, Any] = {"skip_error": target["skip_error"]}
+    error_topic = unique(f"{fmt}_errors") if target.get("topic") else None
+    quarantine = f"{ns}.{table['name']}_quarantine" if target.get("quarantine") else None
+    if error_topic:
+        errors["error_topic"] = error_topic
+    if quarantine:
+        errors["quarantine_table"] = quarantine
+    table["errors"] = errors
+    doc["tables"] = [table]
+    return yaml.safe_dump(doc, sort_keys=False), f"{ns}.{table['name']}", error_topic, quarantine
+
+
+def _scan(lake: Any, identifier: str) -> list[dict[str, Any]]:
+    catalog = lake.pyiceberg()
+    if not catalog.table_exists(identifier):
+        return []
+    rows: list[dict[str, Any]] = catalog.load_table(identifier).scan().to_arrow().to_pylist()
+    return rows
+
+
+def _unique_by_offset(rows: list[Any], offset: Any) -> dict[int, Any]:
+    out: dict[int, Any] = {}
+    for row in rows:
+        o = offset(row)
+        assert o not in out, f"offset {o} appears twice"
+        out[o] = row
+    return out
+
+
+def run_messages(
+    tmp_path: Path, lake: Any, stack: Any, fmt: str, messages: list[tuple[bytes | None, bytes | None]]
+) -> Outcome:
+    """Produce ``messages`` to a fresh topic, run the fixture table of ``fmt`` once, read everything back."""
+    target = TARGETS[fmt]
+    ns, topic = unique(f"corpus_{fmt}"), unique(f"corpus_{fmt}")
+    yaml_text, identifier, error_topic, quarantine = _pipeline(fmt, ns, topic, target)
+    produce(stack.kafka_bootstrap, topic, messages, partition=0, config=BIG_MESSAGES)
+    source = consume_all(stack.kafka_bootstrap, topic)
+    assert [(r.key, r.value) for r in source] == messages  # the broker kept every byte, in order
+    ran = run_pipeline(tmp_path, yaml_text)  # raises if the job fails
+
+    rows = _unique_by_offset([r for r in _scan(lake, identifier) if r["topic"] == topic], lambda r: r["offset"])
+    errors: dict[str, dict[int, ErrorRow]] = {}
+    if error_topic:
+        published = []
+        for rec in consume_all(stack.kafka_bootstrap, error_topic):
+            h = {k: (v or b"").decode() for k, v in rec.headers}
+            assert (h[H_TOPIC], h[H_PARTITION]) == (topic, "0")
+            published.append(ErrorRow(int(h[H_OFFSET]), h[H_REASON], h[H_STAGE], rec.key, rec.value))
+        errors["topic"] = _unique_by_offset(published, lambda e: e.offset)
+    if quarantine:
+        quarantined = [
+            ErrorRow(r["offset"], r["_error"], r["_error_stage"], r["key"], r["value"])
+            for r in _scan(lake, quarantine)
+            if r["topic"] == topic
+        ]
+        errors["quarantine"] = _unique_by_offset(quarantined, lambda e: e.offset)
+    return Outcome(ran, messages, [r.offset for r in source], rows, errors)
+
+
+def assert_counts_add_up(out: Outcome) -> None:
+    """Every message is a row or an error row in every target, never both, never lost; the run's own
+    counts agree; every error row has a reason and the original bytes."""
+    assert out.ran.error is None
+    every = set(out.offsets)
+    by_offset = dict(zip(out.offsets, out.sent, strict=True))
+    assert set(out.rows) <= every
+    for where, errors in out.errors.items():
+        assert set(errors) <= every, where
+        assert not set(errors) & set(out.rows), f"{where}: offsets both written and rejected"
+        assert len(out.rows) + len(errors) == len(out.sent), where
+        for offset, e in errors.items():
+            assert e.reason, f"{where}: offset {offset} has no reason"
+            assert e.stage == "decode", (offset, e.stage)
+            assert (e.key, e.value) == by_offset[offset], f"{where}: offset {offset} lost its original bytes"
+    if not out.errors:
+        assert len(out.rows) == len(out.sent)
+    reports = out.ran.reports
+    assert sum(r.records_written for r in reports) == len(out.rows)
+    assert sum(r.records_failed for r in reports) == len(out.sent) - len(out.rows)
+    assert sum(r.records_skipped for r in reports) == 0  # an error target is set: nothing is dropped
+    if "topic" in out.errors:
+        assert sum(r.records_published for r in reports) == len(out.errors["topic"])
+    if "quarantine" in out.errors:
+        assert sum(r.records_quarantined for r in reports) == len(out.errors["quarantine"])
+
+
+def assert_kept_as_sent(fmt: str, out: Outcome) -> None:
+    """Formats that keep the payload as sent: each row holds exactly its message's bytes."""
+    if fmt not in ("text", "json", "binary"):
+        return
+    for offset, (key, value) in zip(out.offsets, out.sent, strict=True):
+        row = out.rows.get(offset)
+        if row is None:
+            continue
+        if fmt == "binary":
+            assert (row["key"], row["value"]) == (key, value), offset
+        else:
+            assert row["key"] is None, offset  # mode value
+            assert row["value"] == (None if value is None else value.decode("utf-8")), offset
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_corpus_message_lands_in_the_table_or_the_error_target(tmp_path, lake, stack, fmt):
+    corpus = load(fmt)
+    out = run_messages(tmp_path, lake, stack, fmt, [(m.key, m.value) for m in corpus])
+    assert_counts_add_up(out)
+    assert_kept_as_sent(fmt, out)
+    assert out.errors or fmt == "binary"
+    wrong = []
+    for m, offset in zip(corpus, out.offsets, strict=True):
+        for where, errors in out.errors.items():
+            if m.expect == "error":
+                e = errors.get(offset)
+                if e is None or (m.reason_contains and m.reason_contains not in e.reason):
+                    wrong.append(f"{m.id}: expected an error with {m.reason_contains!r} in {where}, got {e or 'a row'}")
+        if m.expect == "good" and offset not in out.rows:
+            reasons = {w: e[offset].reason for w, e in out.errors.items() if offset in e}
+            wrong.append(f"{m.id}: expected a row, got errors {reasons}")
+    assert not wrong, "\n".join(wrong)
+
+
+# Property-based: hypothesis draws the messages (derandomized, so every CI run draws the same bytes)
+# and they go through one pipeline run per format, as one batch: a run per example would be too slow.
+GENERATED = 200
+
+
+def draw(strategy: st.SearchStrategy[Any], n: int) -> list[Any]:
+    drawn: list[Any] = []
+
+    @settings(
+        derandomize=True,
+        max_examples=n,
+        phases=[Phase.generate],
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategy)
+    def collect(example: Any) -> None:
+        drawn.append(example)
+
+    collect()
+    return drawn
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_generated_hostile_batches_add_up(tmp_path, lake, stack, fmt):
+    messages = draw(hostile.messages(fmt), GENERATED)
+    assert len(messages) == GENERATED
+    out = run_messages(tmp_path, lake, stack, fmt, messages)
+    assert_counts_add_up(out)
+    assert_kept_as_sent(fmt, out)
+    if fmt == "binary":
+        assert not any(out.errors.values())  # binary cannot fail
+    else:
+        assert all(out.errors.values()) and out.rows  # the draws really are mixed
+    if fmt == "text":  # an independent oracle: text fails exactly on a value that is not UTF-8
+        rejected = {o for o, (_k, v) in zip(out.offsets, messages, strict=True) if v is not None and not _utf8(v)}
+        assert set(out.errors["topic"]) == rejected
