@@ -8,8 +8,9 @@ Rows and errors are identical to the Spark decoder's because the Arrow decoder o
 records. A record is certified when Arrow parsed it and it is not near any edge where the two
 parsers could disagree (the pre-checks below). Every other record — bad, unusual or merely
 uncertain — is decoded by the Spark decoder, so error rows and reasons have one implementation.
-A buffer Arrow cannot parse as a whole is split in halves until the records it cannot parse are
-isolated, so one bad record costs a few extra parses of its neighbourhood, not the batch.
+A buffer Arrow cannot parse as a whole is split around the row its error names (or in halves
+when it names none) until the records it cannot parse are isolated, so a bad record costs about
+one extra parse of its neighbourhood, not the batch.
 
 What is certified (everything else takes the Spark path):
 - json: one JSON object per message, written without surrounding whitespace, without line
@@ -44,8 +45,9 @@ if TYPE_CHECKING:
 OK = "_ki_certified"  # Arrow parsed the record and its pre- and post-checks passed
 _FINAL = "_ki_ok"  # ... and Spark's conversion of the text columns too
 # The formats ``decoder: auto`` decodes with Arrow: those where whole runs measured faster with it
-# (docs/benchmarks/results.md, "Decoders"). None so far: the Arrow pass parses 3x faster per core
-# than Spark's JSON parser, but moving each batch to Python and back costs as much again.
+# (docs/benchmarks/results.md, "Decoders"). None so far: the Arrow pass itself is about 3x
+# cheaper per core than Spark's JSON parser, but moving each batch to Python and back costs
+# about as much again.
 AUTO_ARROW: frozenset[str] = frozenset()
 MAX_BYTES = 1 << 20
 # Column types Arrow's JSON reader converts exactly as the Spark decoder does; the rest are
