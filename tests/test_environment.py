@@ -68,3 +68,23 @@ def test_missing_env_vars_are_reported_with_their_key_path():
     problems = missing_env_vars(env, {})
     assert problems and all(p.code == "UNSET_ENV_VAR" for p in problems)
     assert any(p.key_path == "kafka.bootstrap_servers" for p in problems)
+
+
+def test_references_in_spark_conf_are_resolved_before_the_session_starts(monkeypatch):
+    from kafka_iceberg import runtime
+    from kafka_iceberg.environment import Environment
+    from kafka_iceberg.refs import Resolver
+
+    env = Environment.model_validate(
+        {
+            "kafka": {"bootstrap_servers": "127.0.0.1:9092"},
+            "checkpoint_root": "/tmp/ck",
+            "spark_conf": {"spark.sql.shuffle.partitions": "${env:KI_PARTS}", "spark.app.x": "plain"},
+        }
+    )
+    seen = {}
+    monkeypatch.setattr(runtime, "get_spark", lambda **kw: seen.update(kw["conf"]) or "session")
+    monkeypatch.setattr(runtime, "attach_catalogs", lambda *a: None)
+    prepared = runtime.Prepared(env, Resolver(env={"KI_PARTS": "7"}), [])
+    assert runtime.open_session(prepared) == "session"
+    assert seen == {"spark.sql.shuffle.partitions": "7", "spark.app.x": "plain"}

@@ -101,7 +101,8 @@ def prepare(
 def open_session(prepared: Prepared) -> SparkSession:
     """The Spark session with every catalog the tables use attached."""
     jvm_options = sorted({o for r in prepared.rendered.values() for o in r.jvm_options})
-    spark = get_spark(app_name="kafka-iceberg", conf=prepared.env.spark_conf, jvm_options=jvm_options)
+    conf = prepared.resolver.resolve_tree(dict(prepared.env.spark_conf))  # ${env:...} and friends, as elsewhere
+    spark = get_spark(app_name="kafka-iceberg", conf=conf, jvm_options=jvm_options)
     attach_catalogs(spark, prepared.rendered.values(), prepared.resolver)
     return spark
 
