@@ -172,6 +172,14 @@ class DirectReader:
         """Pick up topics and partitions created since :meth:`open` (pattern subscriptions)."""
         self._assign({})
 
+    def check_broker(self) -> None:
+        """Ask the broker for metadata: raises ``KafkaException`` when it does not answer.
+
+        librdkafka reconnects quietly, so a consumer whose broker went away just reads nothing; this
+        tells such an outage from a topic that has nothing more to give.
+        """
+        self._consumer.list_topics(timeout=10)
+
     # -- reading -----------------------------------------------------------------------------------
     def drain_targets(self) -> dict[tuple[str, int], int]:
         """Fix the end of an ``available_now`` run: each partition's high watermark now."""
