@@ -81,7 +81,14 @@ def test_the_java_cause_chain_is_read_through_py4j():
 
 
 @pytest.mark.parametrize(
-    "code", [KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT]
+    "code",
+    [
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError.REQUEST_TIMED_OUT,
+    ],
 )
 def test_kafka_transport_errors_are_broker_outages(code):
     outage = classify(KafkaException(KafkaError(code, "Failed to get metadata")), ENDPOINTS)

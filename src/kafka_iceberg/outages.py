@@ -33,7 +33,7 @@ _CONNECTIVITY = re.compile(
     r"SocketTimeoutException|ConnectTimeoutException|connect timed out|Read timed out|Connection reset|"
     r"Broken pipe|No route to host|Unable to execute HTTP request|ServiceUnavailable|Service Unavailable|"
     r"\bSlowDown\b|Remote host terminated the handshake|"
-    r"_TRANSPORT|_ALL_BROKERS_DOWN|_MSG_TIMED_OUT|_TIMED_OUT|Broker transport failure|"
+    r"_TRANSPORT|_ALL_BROKERS_DOWN|_MSG_TIMED_OUT|_TIMED_OUT|_WAIT_COORD|Broker transport failure|"
     r"All broker connections are down|DisconnectException|NetworkException|"
     r"org\.apache\.kafka\.common\.errors\.TimeoutException",
     re.IGNORECASE,
@@ -176,6 +176,8 @@ def _kafka_outage(exc: BaseException) -> str | None:
         KafkaError.NETWORK_EXCEPTION,
         KafkaError.REQUEST_TIMED_OUT,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError._WAIT_COORD,
         KafkaError.LEADER_NOT_AVAILABLE,
     }
     if err.code() in transient or err.retriable():

@@ -237,12 +237,21 @@ class DirectReader:
         return out
 
     def commit_group(self, offsets: Offsets) -> None:
-        """Record ``offsets`` as the consumer group's position (for lag tools; not for resuming)."""
-        from confluent_kafka import TopicPartition
+        """Record ``offsets`` as the consumer group's position (for lag tools; not for resuming).
+
+        A failure is logged, not raised: the table commit already landed and the next batch's group
+        commit catches up, so a busy or missing group coordinator must not fail the run.
+        """
+        from confluent_kafka import KafkaException, TopicPartition
 
         parts = [TopicPartition(t, p, o) for t, ps in offsets.items() for p, o in ps.items()]
-        if parts:
+        if not parts:
+            return
+        try:
             self._consumer.commit(offsets=parts, asynchronous=False)
+        except KafkaException as exc:
+            log.warning("consumer group %s: offsets not committed, lag tools lag until the next batch: %s",
+                        self.group_id, exc.args[0] if exc.args else exc)  # fmt: skip
 
     def lag(self) -> int:
         """Records between the current positions and the high watermarks."""
