@@ -158,7 +158,7 @@ class DirectReader:
                 continue
             start = resume.get(topic, {}).get(partition)
             position = int(start) if start is not None else self._start(topic, partition)
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            low, high = self._watermarks(topic, partition)
             if position == _OFFSET_BEGINNING:
                 position = low
             elif position == _OFFSET_END:
@@ -172,6 +172,18 @@ class DirectReader:
         """Pick up topics and partitions created since :meth:`open` (pattern subscriptions)."""
         self._assign({})
 
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        except KafkaException:
+            # A stopped broker also shows as local errors such as _UNKNOWN_PARTITION (its metadata is
+            # gone): name the outage when it is one, else keep the original error.
+            self.check_broker()
+            raise
+        return int(low), int(high)
+
     def check_broker(self) -> None:
         """Ask the broker for metadata: raises ``KafkaException`` when it does not answer.
 
@@ -183,11 +195,7 @@ class DirectReader:
     # -- reading -----------------------------------------------------------------------------------
     def drain_targets(self) -> dict[tuple[str, int], int]:
         """Fix the end of an ``available_now`` run: each partition's high watermark now."""
-        from confluent_kafka import TopicPartition
-
-        self._targets = {
-            tp: self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)[1] for tp in self._positions
-        }
+        self._targets = {tp: self._watermarks(*tp)[1] for tp in self._positions}
         return dict(self._targets)
 
     def drained(self) -> bool:
@@ -255,11 +263,9 @@ class DirectReader:
 
     def lag(self) -> int:
         """Records between the current positions and the high watermarks."""
-        from confluent_kafka import TopicPartition
-
         total = 0
         for tp, position in self._positions.items():
-            high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1]
+            high = self._watermarks(*tp)[1]
             total += max(0, high - position)
         return total
 
