@@ -23,6 +23,13 @@ HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
 GCS_FILE_IO = "org.apache.iceberg.gcp.gcs.GCSFileIO"
 ADLS_FILE_IO = "org.apache.iceberg.azure.adlsv2.ADLSFileIO"
 S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+# Hadoop's defaults retry an unreachable S3 endpoint for many minutes (20 AWS SDK attempts within each
+# of 8 S3A tries), which looks like a hung job: each call gives up within seconds instead, and the
+# run's outage retry (environment ``outage_retry``) waits for the store to come back.
+S3A_ATTEMPTS_MAXIMUM = "hadoop.fs.s3a.attempts.maximum"
+S3A_ATTEMPTS_MAXIMUM_DEFAULT = 3
+S3A_RETRY_LIMIT = "hadoop.fs.s3a.retry.limit"
+S3A_RETRY_LIMIT_DEFAULT = 2
 AWS_BUNDLE = "iceberg-aws-bundle"
 SIGV4_ENABLED = "rest.sigv4-enabled"  # the key S3 Tables' and OSS Tables' own guides give (seed 000)
 # Iceberg 1.10 reads rest.sigv4-enabled as a deprecated alias of rest.auth.type=sigv4; both are set so
@@ -305,6 +312,8 @@ def _render_storage(out: RenderedCatalog, storage: Storage | None) -> None:
             out.set("hadoop.fs.s3a.access.key", storage.access_key_id)
             out.set("hadoop.fs.s3a.secret.key", storage.secret_access_key, secret=True)
             out.set("hadoop.fs.s3a.session.token", storage.session_token, secret=True)
+            out.set(S3A_ATTEMPTS_MAXIMUM, S3A_ATTEMPTS_MAXIMUM_DEFAULT)  # catalog `properties` override both
+            out.set(S3A_RETRY_LIMIT, S3A_RETRY_LIMIT_DEFAULT)
             return
         out.set("io-impl", S3_FILE_IO)
         out.set("s3.endpoint", storage.endpoint)

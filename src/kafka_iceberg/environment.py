@@ -60,6 +60,24 @@ class EventLogSettings(Frozen):
     enabled: bool = True
 
 
+OUTAGE_NUM_RETRIES_DEFAULT = 5
+OUTAGE_MIN_WAIT_MS_DEFAULT = 2_000
+OUTAGE_MAX_WAIT_MS_DEFAULT = 60_000
+
+
+class OutageRetry(Frozen):
+    """How a run rides out an outage of the catalog, the object store or the broker (docs/operations.md).
+
+    After a connection-level failure the run waits ``min_wait_ms``, doubled per retry and capped at
+    ``max_wait_ms``, then starts again from the last commit; after ``num_retries`` retries in a row
+    without a committed batch it fails naming the service. The defaults wait 2+4+8+16+32 s.
+    """
+
+    num_retries: int = Field(OUTAGE_NUM_RETRIES_DEFAULT, ge=0)
+    min_wait_ms: int = Field(OUTAGE_MIN_WAIT_MS_DEFAULT, ge=0)
+    max_wait_ms: int = Field(OUTAGE_MAX_WAIT_MS_DEFAULT, ge=0)
+
+
 class Environment(Frozen):
     """One deployment target, as read from ``environments/<name>.yml``."""
 
@@ -71,6 +89,7 @@ class Environment(Frozen):
     event_log: EventLogSettings = Field(default_factory=EventLogSettings)
     metrics_dir: str | None = None
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    outage_retry: OutageRetry = Field(default_factory=OutageRetry)
     source_file: str = Field("", exclude=True)
 
     def catalog_names(self) -> list[str]:
@@ -190,6 +209,7 @@ __all__ = [
     "Environment",
     "EventLogSettings",
     "KafkaSettings",
+    "OutageRetry",
     "available_environments",
     "checkpoint_dir",
     "find_environment_file",

@@ -23,6 +23,7 @@ __all__ = [
     "RecordError",
     "SchemaMismatchError",
     "SecretResolutionError",
+    "ServiceUnavailableError",
     "StackError",
 ]
 
@@ -118,6 +119,17 @@ class StackError(KafkaIcebergError):
 
 class CommitConflictError(KafkaIcebergError):
     """An Iceberg commit still conflicted after every retry."""
+
+
+class ServiceUnavailableError(KafkaIcebergError):
+    """The catalog, the object store or the Kafka broker stayed unreachable through every outage retry."""
+
+    def __init__(self, message: str, *, service: str, endpoint: str | None, reason: str, retries: int):
+        super().__init__(message)
+        self.service = service
+        self.endpoint = endpoint
+        self.reason = reason
+        self.retries = retries
 
 
 class CommitMarkerError(KafkaIcebergError):

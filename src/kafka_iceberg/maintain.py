@@ -58,14 +58,16 @@ class TableMaintainer:
         return f"{self.catalog}.{self.spec.identifier}"
 
     def _table(self) -> Any:
-        return IcebergTable(self.spark, self.table_name).java
+        # Spark's catalog cache may hold an instance from before other writers' commits: plan on the
+        # current metadata, or a compaction running next to ingestion misses the newest files.
+        return IcebergTable(self.spark, self.table_name).refresh().java
 
     def _actions(self) -> Any:
         return jvm(self.spark).org.apache.iceberg.spark.actions.SparkActions.get(self.spark._jsparkSession)
 
     def _marker(self) -> dict[str, str]:
         """The newest commit marker, to copy into the snapshot the action creates (tagged as a copy)."""
-        for snap in IcebergTable(self.spark, self.table_name).ancestry():
+        for snap in IcebergTable(self.spark, self.table_name).refresh().ancestry():
             summary = snap.summary()
             marker = {k: v for k, v in summary.items() if k.startswith(MARKER_PREFIX)}
             if marker:

@@ -22,6 +22,7 @@ from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
 from kafka_iceberg.decode import decode
 from kafka_iceberg.errors import ConfigError
 from kafka_iceberg.observe.report import BatchReport
+from kafka_iceberg.outages import summary
 from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.spec.columns import FIXED_COLUMNS
 from kafka_iceberg.spec.model import TableSpec
@@ -305,5 +306,6 @@ class BatchProcessor:
         for observer in self.observers:
             try:
                 observer(report)
-            except Exception:  # an observer must never fail the pipeline
-                log.exception("observer failed for %s batch %s", report.table, report.batch_id)
+            except Exception as exc:  # an observer must never fail the pipeline
+                log.warning("observer failed for %s batch %s: %s", report.table, report.batch_id, summary(exc))
+                log.debug("observer failure", exc_info=True)

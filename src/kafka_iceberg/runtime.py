@@ -25,6 +25,7 @@ from kafka_iceberg.observe.eventlog import EventLog
 from kafka_iceberg.observe.metrics import JsonLines, Metrics
 from kafka_iceberg.observe.progress import Progress
 from kafka_iceberg.observe.report import BatchReport, MaintenanceReport
+from kafka_iceberg.outages import Endpoint, OutagePolicy, classify, endpoints_from, unavailable
 from kafka_iceberg.project import effective_catalog, validate_project
 from kafka_iceberg.refs import Resolver, find_refs, iter_strings, mask_mapping
 from kafka_iceberg.runner import BatchProcessor
@@ -280,10 +281,100 @@ def ensure_tables(prepared: Prepared, spark: SparkSession) -> None:
             writer.apply(table_plan)
 
 
-def run(prepared: Prepared, spark: SparkSession, *, stop: threading.Event, observers: Observers) -> list[BatchReport]:
-    """Create the declared tables, then run them with the environment's reader until drained or stopped."""
-    ensure_tables(prepared, spark)
+def outage_policy(prepared: Prepared) -> OutagePolicy:
+    """The environment's ``outage_retry`` settings."""
+    settings = prepared.env.outage_retry
+    return OutagePolicy(
+        settings.num_retries, settings.min_wait_ms, settings.max_wait_ms, source=prepared.env.source_file
+    )
+
+
+def service_endpoints(prepared: Prepared) -> list[Endpoint]:
+    """The catalog, object store and broker endpoints of a run, resolved (unresolvable ones left out)."""
+
+    def value(raw: str) -> str:
+        try:
+            return prepared.resolver.value(raw)
+        except Exception:  # an endpoint behind an unset reference only loses its name in messages
+            return ""
+
+    catalogs = [(name, {k: value(v) for k, v in r.properties().items()}) for name, r in prepared.rendered.items()]
+    kafka = prepared.env.kafka
+    return endpoints_from(catalogs, value(kafka.bootstrap_servers) if kafka.reader != "replay" else None)
+
+
+def run(
+    prepared: Prepared,
+    spark: SparkSession,
+    *,
+    stop: threading.Event,
+    observers: Observers,
+) -> list[BatchReport]:
+    """Create the declared tables, then run them with the environment's reader until drained or stopped.
+
+    An outage of the catalog, the object store or the broker is retried from the last commit with
+    backoff (:mod:`kafka_iceberg.outages`).
+
+    Raises:
+        ServiceUnavailableError: a service stayed unreachable through every retry.
+    """
     reports: list[BatchReport] = []
+    policy = outage_policy(prepared)
+    endpoints = service_endpoints(prepared)
+    if prepared.env.kafka.reader != "direct":
+        from kafka_iceberg.observe.listener import progress_listener
+
+        names = {f"{j.pipeline.pipeline}.{j.spec.identifier}": (j.pipeline.pipeline, j.spec.identifier)
+                 for j in prepared.jobs}  # fmt: skip
+        spark.streams.addListener(progress_listener(observers.metrics, names))
+    failures = 0
+    try:
+        while True:
+            committed = sum(1 for r in reports if r.committed)
+            try:
+                _run_once(prepared, spark, stop, observers, reports)
+                break
+            except Exception as exc:
+                outage = classify(exc, endpoints)
+                if outage is None:
+                    raise
+                if sum(1 for r in reports if r.committed) > committed:
+                    failures = 0  # the service answered for a while: a new outage, a fresh budget
+                if failures >= policy.num_retries or stop.is_set():
+                    raise unavailable(outage, policy, failures) from exc
+                wait = policy.wait_seconds(failures)
+                failures += 1
+                log.warning(
+                    "%s unreachable: %s; outage retry %d/%d in %.1fs, from the last commit",
+                    outage.describe(), outage.reason, failures, policy.num_retries, wait,
+                )  # fmt: skip
+                if stop.wait(wait):
+                    raise unavailable(outage, policy, failures - 1) from exc
+    except BaseException:
+        _close_quietly(observers)
+        raise
+    observers.close()
+    return reports
+
+
+def _close_quietly(observers: Observers) -> None:
+    # The run already failed (often because a service is down): flushing the event log must not
+    # replace that error with its own.
+    try:
+        observers.close()
+    except Exception as exc:
+        log.warning("event log not flushed: %s", exc.__class__.__name__)
+
+
+def _run_once(
+    prepared: Prepared,
+    spark: SparkSession,
+    stop: threading.Event,
+    observers: Observers,
+    reports: list[BatchReport],
+) -> None:
+    """One attempt: create or evolve the tables, then read from each table's last commit."""
+    ensure_tables(prepared, spark)
     processors = [
         BatchProcessor(
             spark,
@@ -296,14 +387,10 @@ def run(prepared: Prepared, spark: SparkSession, *, stop: threading.Event, obser
         )
         for job in prepared.jobs
     ]
-    try:
-        if prepared.env.kafka.reader == "direct":
-            _run_direct(prepared, spark, processors, stop)
-        else:
-            _run_streaming(prepared, spark, processors, stop, observers)
-    finally:
-        observers.close()
-    return reports
+    if prepared.env.kafka.reader == "direct":
+        _run_direct(prepared, spark, processors, stop)
+    else:
+        _run_streaming(prepared, spark, processors, stop)
 
 
 def _run_direct(
@@ -332,20 +419,13 @@ def _run_direct(
 
 
 def _run_streaming(
-    prepared: Prepared,
-    spark: SparkSession,
-    processors: list[BatchProcessor],
-    stop: threading.Event,
-    observers: Observers,
+    prepared: Prepared, spark: SparkSession, processors: list[BatchProcessor], stop: threading.Event
 ) -> None:
-    from kafka_iceberg.observe.listener import progress_listener
     from kafka_iceberg.source.replay import replay_stream
     from kafka_iceberg.source.spark_kafka import kafka_stream
     from kafka_iceberg.source.streaming import start_query
 
     kafka = prepared.env.kafka
-    names = {f"{p.pipeline}.{p.spec.identifier}": (p.pipeline, p.spec.identifier) for p in processors}
-    spark.streams.addListener(progress_listener(observers.metrics, names))
     queries = []
     for p in processors:
         if kafka.reader == "replay":

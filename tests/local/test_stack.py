@@ -114,3 +114,38 @@ def test_a_server_that_never_answers_fails_with_its_log(tmp_path, monkeypatch):
         LocalStack(tmp_path, services=("kafka",)).up(owned=True, timeout=1)
     assert not (tmp_path / "stack.json").exists()
     time.sleep(0.1)
+
+
+def test_a_split_stack_restarts_one_service_on_its_ports_with_its_data(tmp_path):
+    from kafka_iceberg.local.readback import pyiceberg_catalog
+    from tests.support.kafka import create_topic, produce, read_count
+
+    stack = LocalStack(tmp_path, split=True)
+    state = stack.up(owned=True)
+    try:
+        assert set(state.services) == {"seaweedfs", "s3", "catalog", "kafka"}
+        for svc in state.services.values():
+            assert _listening_addresses(svc.pid) == {"127.0.0.1"}, f"{svc.name} listens beyond loopback"
+        catalog = pyiceberg_catalog(state.describe())
+        catalog.create_namespace("kept")
+        create_topic(state.kafka_bootstrap, "kept", partitions=2)
+        produce(state.kafka_bootstrap, "kept", [(None, f"v{i}") for i in range(20)])
+
+        for name in ("catalog", "s3", "kafka"):
+            before = stack.read_state().services[name]
+            stack.stop_service(name)
+            assert not processes.is_ours(before.pid, before.executable)
+            health = stack.status()["health"]
+            # Only the stopped service is down: the others keep answering.
+            assert health == {n: n != name for n in state.services}, health
+            after = stack.start_service(name)
+            assert after.ports == before.ports and after.pid != before.pid
+            assert stack.status()["running"] is True
+
+        assert ("kept",) in pyiceberg_catalog(state.describe()).list_namespaces()
+        # Tansu keeps its topics in SeaweedFS in a split stack: they survive the broker's restart.
+        values = sorted(value for _p, _o, value in read_count(state.kafka_bootstrap, "kept", 20))
+        assert values == sorted(f"v{i}".encode() for i in range(20))
+    finally:
+        stack.down()
+    assert not any(processes.is_ours(s.pid, s.executable) for s in state.services.values())

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_iceberg.local.readback import TopicRecord, read_topic
@@ -53,3 +55,21 @@ def produce(
 def consume_all(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[TopicRecord]:
     """Every record of ``topic`` up to the high watermarks, read independently of the code under test."""
     return read_topic(bootstrap, topic, timeout=timeout)
+
+
+def read_count(bootstrap: str, topic: str, count: int, *, timeout: float = 30.0) -> list[tuple[int, int, bytes]]:
+    """The first ``count`` records of ``topic`` as (partition, offset, value), read without trusting
+    high watermarks (a split stack's Tansu, on S3 storage, reports wrong ones)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"readcount-{uuid.uuid4().hex}"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        out: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if not msg.error():
+                    out.append((msg.partition(), msg.offset(), msg.value()))
+        return out
+    finally:
+        consumer.close()

@@ -35,10 +35,11 @@ def _cmd_local(args: argparse.Namespace) -> int:
     elif not status.get("running"):
         emit(f"local stack not running (run dir {status['run_dir']})")
     else:
+        health = status["health"]  # a split stack has its own s3 and catalog processes
         rows = [
-            ("kafka", status["kafka"]["bootstrap"], status["health"]["kafka"]),
-            ("s3", status["s3"]["endpoint"], status["health"]["seaweedfs"]),
-            ("catalog", status["catalog"]["uri"], status["health"]["seaweedfs"]),
+            ("kafka", status["kafka"]["bootstrap"], health["kafka"]),
+            ("s3", status["s3"]["endpoint"], health.get("s3", health["seaweedfs"])),
+            ("catalog", status["catalog"]["uri"], health.get("catalog", health["seaweedfs"])),
         ]
         emit(table(rows, ["service", "endpoint", "healthy"]))
     return EXIT_OK if status.get("running") else EXIT_FAILED

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.observe.report import BatchReport, MaintenanceReport
+from kafka_iceberg.outages import summary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -106,8 +107,11 @@ class EventLog:
         try:
             self._ensure()
             self.spark.createDataFrame(rows, EVENT_LOG_DDL).writeTo(self.table).append()
-        except Exception:
-            log.exception("could not append %d event(s) to %s", len(rows), self.table)
+        except Exception as exc:
+            # One line: during an outage every flush fails the same way (-v shows the trace).
+            log.warning("could not append %d event(s) to %s, kept for the next flush: %s",
+                        len(rows), self.table, summary(exc))  # fmt: skip
+            log.debug("event log flush failed", exc_info=True)
             with self._lock:
                 self._rows[:0] = rows  # keep them for the next flush
             raise

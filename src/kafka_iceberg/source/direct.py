@@ -158,7 +158,7 @@ class DirectReader:
                 continue
             start = resume.get(topic, {}).get(partition)
             position = int(start) if start is not None else self._start(topic, partition)
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            low, high = self._watermarks(topic, partition)
             if position == _OFFSET_BEGINNING:
                 position = low
             elif position == _OFFSET_END:
@@ -172,14 +172,30 @@ class DirectReader:
         """Pick up topics and partitions created since :meth:`open` (pattern subscriptions)."""
         self._assign({})
 
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        except KafkaException:
+            # A stopped broker also shows as local errors such as _UNKNOWN_PARTITION (its metadata is
+            # gone): name the outage when it is one, else keep the original error.
+            self.check_broker()
+            raise
+        return int(low), int(high)
+
+    def check_broker(self) -> None:
+        """Ask the broker for metadata: raises ``KafkaException`` when it does not answer.
+
+        librdkafka reconnects quietly, so a consumer whose broker went away just reads nothing; this
+        tells such an outage from a topic that has nothing more to give.
+        """
+        self._consumer.list_topics(timeout=10)
+
     # -- reading -----------------------------------------------------------------------------------
     def drain_targets(self) -> dict[tuple[str, int], int]:
         """Fix the end of an ``available_now`` run: each partition's high watermark now."""
-        from confluent_kafka import TopicPartition
-
-        self._targets = {
-            tp: self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)[1] for tp in self._positions
-        }
+        self._targets = {tp: self._watermarks(*tp)[1] for tp in self._positions}
         return dict(self._targets)
 
     def drained(self) -> bool:
@@ -229,20 +245,27 @@ class DirectReader:
         return out
 
     def commit_group(self, offsets: Offsets) -> None:
-        """Record ``offsets`` as the consumer group's position (for lag tools; not for resuming)."""
-        from confluent_kafka import TopicPartition
+        """Record ``offsets`` as the consumer group's position (for lag tools; not for resuming).
+
+        A failure is logged, not raised: the table commit already landed and the next batch's group
+        commit catches up, so a busy or missing group coordinator must not fail the run.
+        """
+        from confluent_kafka import KafkaException, TopicPartition
 
         parts = [TopicPartition(t, p, o) for t, ps in offsets.items() for p, o in ps.items()]
-        if parts:
+        if not parts:
+            return
+        try:
             self._consumer.commit(offsets=parts, asynchronous=False)
+        except KafkaException as exc:
+            log.warning("consumer group %s: offsets not committed, lag tools lag until the next batch: %s",
+                        self.group_id, exc.args[0] if exc.args else exc)  # fmt: skip
 
     def lag(self) -> int:
         """Records between the current positions and the high watermarks."""
-        from confluent_kafka import TopicPartition
-
         total = 0
         for tp, position in self._positions.items():
-            high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1]
+            high = self._watermarks(*tp)[1]
             total += max(0, high - position)
         return total
 

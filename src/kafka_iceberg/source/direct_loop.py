@@ -70,7 +70,12 @@ def run_available_now(table: DirectTable, stop: threading.Event) -> list[BatchRe
         while not stop.is_set() and not table.reader.drained():
             report = table.step(timeout=5.0)
             if report is None:
-                break  # the high watermark promised records that never came
+                table.reader.check_broker()  # a broker outage is not the end of the data
+                log.warning(
+                    "%s: the high watermarks promised records that never came; stopping at %s",
+                    table.processor.spec.identifier, table.reader.offsets(),
+                )  # fmt: skip
+                break
             reports.append(report)
     finally:
         table.reader.close()
