@@ -120,7 +120,7 @@ def outcome_of(frame: DataFrame, plan: Plan) -> DataFrame:
     from pyspark.sql import functions as F
 
     frame = apply_stages(frame, plan)
-    fields = fields_struct(plan)
+    fields = _fields_struct(plan)
     bundle = F.struct(
         F.coalesce(F.expr(plan.checks.fails()), F.lit(False)).alias(FAILED),
         fields.alias(FIELDS),
@@ -133,13 +133,12 @@ def outcome_of(frame: DataFrame, plan: Plan) -> DataFrame:
     return frame.select("*", fields.alias(FIELDS), F.expr(plan.tombstone).alias(TOMB), F.lit(False).alias(FAILED))
 
 
-def fields_struct(plan: Plan, values: dict[str, str] | None = None) -> Any:
-    """The ``_ki_fields`` struct: each payload column's SQL (``values`` overrides the plan's)."""
+def _fields_struct(plan: Plan) -> Any:
+    """The ``_ki_fields`` struct: each payload column's SQL."""
     from pyspark.sql import functions as F
 
-    sql = {**plan.fields, **(values or {})}
-    if sql:
-        return F.struct(*[F.expr(sql[name]).alias(name) for name in plan.fields])
+    if plan.fields:
+        return F.struct(*[F.expr(sql).alias(name) for name, sql in plan.fields.items()])
     return F.struct(F.lit(None).cast("string").alias("_ki_none"))  # a flatten batch with no column at all
 
 
