@@ -7,6 +7,13 @@
     newest row per key, for the other modes) into a table of the same columns and properties in the
     same REST catalog. No error routing, no expectations, no idempotency marker: bad records become
     NULL columns (``from_json``/``from_csv`` PERMISSIVE) and are written.
+(c) ``spark_arrow_baseline``: (a) with the parse done by pyarrow inside Spark instead — the same
+    ``foreachBatch`` and ``writeTo(table).append()``, the parse a ``mapInArrow`` calling (b)'s
+    pyarrow parse on each Arrow batch — over the good messages only (pyarrow's readers fail a whole
+    batch on one bad record; the framework's Arrow decoder pays for isolating it, (c) does not).
+    Nothing is checked, routed or marked, so (c) is the ceiling of any Arrow decoder that runs
+    inside Spark and hands its rows to Spark's Iceberg writer: the framework's Arrow decoder can
+    only be slower.
 (b) ``pyarrow_baseline``: pyarrow parsing the same good messages' bytes (``pyarrow.json`` /
     ``pyarrow.csv`` / a UTF-8 cast) and writing zstd Parquet to local disk, single core, in a child
     process (``python -m benchmarks.baselines pyarrow ...``) so its peak RSS is its own.
@@ -131,6 +138,68 @@ def spark_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, mode: 
     query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"baseline (a) failed: {query.exception()}")
+    return time.monotonic() - started
+
+
+# -- (c) hand-written Arrow inside Spark -------------------------------------------------------------
+def good_replay_files(good_file: Path, out_dir: Path, records_per_file: int) -> Path:
+    """The good messages as replay files of ``records_per_file`` (the framework's micro-batches)."""
+    import pyarrow.parquet as pq
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = pq.read_table(good_file)
+    for i, start in enumerate(range(0, table.num_rows, records_per_file)):
+        pq.write_table(table.slice(start, records_per_file), out_dir / f"batch-{i:05d}.parquet")
+    return out_dir
+
+
+def spark_arrow_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, checkpoint: Path) -> float:
+    """Run (c) over ``replay_dir`` (:func:`good_replay_files`) into ``table`` (created untimed); returns seconds."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers need not import benchmarks
+    fmt, pt = ds.fmt, dt.datetime.now(dt.timezone.utc).strftime("%m-%d-%Y %H")
+    head = ["topic", "partition", "offset", "timestamp"]
+
+    def parse(batch: Any) -> Any:
+        columns = {c: batch.column(c) for c in head} | pyarrow_parse(fmt, batch)
+        columns["pt"] = pa.array([pt] * batch.num_rows, pa.string())
+        return pa.table(columns)
+
+    sample = pq.read_table(sorted(replay_dir.glob("*.parquet"))[0]).slice(0, 2000)
+    schema = from_arrow_schema(parse(sample.combine_chunks().to_batches()[0]).schema)
+    target = to_arrow_schema(schema)
+
+    def each_partition(batches: Any) -> Any:
+        for batch in batches:
+            if batch.num_rows:
+                yield from parse(batch).cast(target).to_batches()
+
+    spark.createDataFrame([], schema).writeTo(table).using("iceberg").tableProperty(
+        "format-version", "2"
+    ).tableProperty("write.parquet.compression-codec", "zstd").create()
+
+    def each_batch(df: Any, _batch_id: int) -> None:
+        df.select(*head, "value").mapInArrow(each_partition, schema).writeTo(table).append()
+
+    started = time.monotonic()
+    stream = spark.readStream.option("maxFilesPerTrigger", 1).schema(KAFKA_DDL).parquet(str(replay_dir))
+    query = (
+        stream.where(F.col("topic") == ds.topic)
+        .writeStream.foreachBatch(each_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"baseline (c) failed: {query.exception()}")
     return time.monotonic() - started
 
 

@@ -1,8 +1,9 @@
 """What a run costs besides wall time: CPU seconds, peak memory, and the file layout it left behind.
 
-- CPU: the driver JVM's user+system time (``/proc/<pid>/stat``) plus this Python process's
-  (``time.process_time``). On a shared machine CPU seconds move far less with other tenants'
-  load than wall time, so they are reported beside it.
+- CPU: the user+system time of the driver JVM and of every process under it — Spark's Python
+  workers, where ``mapInArrow`` and Python UDFs run (``/proc/<pid>/stat``, children included once
+  reaped) — plus this Python process's (``time.process_time``). On a shared machine CPU seconds
+  move far less with other tenants' load than wall time, so they are reported beside it.
 - Memory: peak RSS of the driver JVM and of this Python process, sampled every 100 ms from
   ``/proc/<pid>/status``, and the JVM heap's peak (sum of the heap pools' peak usage, reset before
   each run, ``java.lang.management.MemoryPoolMXBean``).
@@ -16,6 +17,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -25,11 +27,27 @@ def jvm_pid(spark: Any) -> int:
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and all its descendants, reaped children included."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            with open(f"/proc/{current}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime
+        todo += children.get(current, [])
+    return total
 
 
 def rss_mb(pid: int | str) -> float:
@@ -88,7 +106,7 @@ class Meter:
         self._pools = _heap_pools(self.spark)
         for pool in self._pools:
             pool.resetPeakUsage()
-        self._cpu0 = cpu_seconds(self._pid)
+        self._cpu0 = tree_cpu_seconds(self._pid)
         self._py0 = time.process_time()
         self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -113,7 +131,7 @@ class Meter:
         self._take()
         u = self.usage
         u.wall_seconds = time.monotonic() - self._t0
-        u.jvm_cpu_seconds = cpu_seconds(self._pid) - self._cpu0
+        u.jvm_cpu_seconds = tree_cpu_seconds(self._pid) - self._cpu0
         u.python_cpu_seconds = time.process_time() - self._py0
         u.jvm_peak_heap_mb = sum(int(p.getPeakUsage().getUsed()) for p in self._pools) / 2**20
 

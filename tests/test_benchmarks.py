@@ -96,8 +96,10 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
         entry = run.new_entry(ds, gen, "append")
         entry["framework"] = [attempt(4.0, 7.0, profile=profile), attempt(3.0, 6.0, profile=profile)]
         entry["baseline_a"] = [attempt(2.0, 3.0)]
-        if "framework_arrow" in entry:  # flatten: measured with both decoders
+        if "framework_arrow" in entry:  # flatten: measured with both decoders, and baseline (c)
             entry["framework_arrow"] = [attempt(6.0, 9.0)]
+            good_mb = entry["megabytes"] * 0.99
+            entry["baseline_c"] = [attempt(1.5, 2.0, records=gen.good_records, megabytes=good_mb)]
         entry["baseline_b"] = [attempt(1.0, 0.9, records=gen.good_records, megabytes=0.1, peak_rss_mb=200.0)]
         entry["layout"] = {"framework": {"files_per_commit": 1.0, "avg_file_mb": 0.2}, "baseline_a": {}}
         entries[f"{ds.name}:append"] = entry
@@ -123,9 +125,32 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     assert ratios["overhead_vs_a_wall"] == pytest.approx(0.5, abs=1e-3)
     assert ratios["arrow_decoder_vs_a_wall"] == pytest.approx(2.0 / 6.0, abs=1e-3)
     assert ratios["arrow_vs_spark_decoder_wall"] == pytest.approx(0.5, abs=1e-3)
+    # (c) is compared per MB (it reads the good messages only): 0.99 MB in 1.5 s against 1 MB in 2 s
+    assert ratios["c_vs_a_wall"] == pytest.approx(0.99 * 2.0 / 1.5, rel=0.02)  # rates are rounded
+    assert ratios["arrow_decoder_vs_c_wall"] == pytest.approx((1 / 6.0) / (0.99 / 1.5), rel=0.02)
     assert "framework_arrow" not in back["runs"][1]["summary"]  # binary has one decoder
     text = paths[1].read_text()
     assert "## Decoders: Spark" in text and "| flatten_small | " in text.split("## Decoders")[1]
     assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text
     assert "(above 15 %)" in text and "Published anchors" in text
     assert paths[2].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cpu_counts_the_processes_under_the_measured_one():
+    """Spark's Python workers (mapInArrow) are children of the JVM: their CPU must count."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    before = measure.tree_cpu_seconds(os.getpid())
+    own_before = time.process_time()
+    burn = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\nprint('done', flush=True)\ntime.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "done"
+        spent = measure.tree_cpu_seconds(os.getpid()) - before - (time.process_time() - own_before)
+        assert spent >= 0.5  # the live child's CPU, not only this process's
+    finally:
+        child.kill()
+        child.wait()
