@@ -27,27 +27,51 @@ def jvm_pid(spark: Any) -> int:
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and all its descendants, reaped children included."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+def _stat(pid: int | str) -> list[str]:
+    """Fields of ``/proc/<pid>/stat`` after the command name (index 0 is field 3, the state)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+@dataclass
+class TreeCpu:
+    """CPU seconds of a process and every process under it, including those that end meanwhile.
+
+    Spark's Python daemon ignores SIGCHLD, so a worker that ends is reaped by the kernel and its
+    CPU time never reaches its parent's ``cutime``: each process is followed by itself, and the
+    last value seen of one that ended is kept (a process that starts and ends between two
+    :meth:`scan` calls is missed).
+    """
+
+    root: int
+    seen: dict[tuple[int, str], float] = field(default_factory=dict)  # (pid, start time) → CPU s
+
+    def __post_init__(self) -> None:
+        self.base = self.scan()
+
+    def scan(self) -> float:
+        """Look at the tree now; returns the CPU seconds of everything seen so far."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    children.setdefault(int(_stat(entry.name)[1]), []).append(int(entry.name))
+                except OSError:  # gone meanwhile
+                    continue
+        todo = [self.root]
+        while todo:
+            pid = todo.pop()
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # gone meanwhile
+                fields = _stat(pid)
+            except OSError:
                 continue
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            with open(f"/proc/{current}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime
-        todo += children.get(current, [])
-    return total
+            self.seen[(pid, fields[19])] = (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime
+            todo += children.get(pid, [])
+        return sum(self.seen.values())
+
+    def spent(self) -> float:
+        """CPU seconds since this object was made."""
+        return self.scan() - self.base
 
 
 def rss_mb(pid: int | str) -> float:
@@ -106,7 +130,7 @@ class Meter:
         self._pools = _heap_pools(self.spark)
         for pool in self._pools:
             pool.resetPeakUsage()
-        self._cpu0 = tree_cpu_seconds(self._pid)
+        self._tree = TreeCpu(self._pid)
         self._py0 = time.process_time()
         self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -114,8 +138,12 @@ class Meter:
         return self
 
     def _sample(self) -> None:
+        ticks = 0
         while not self._stop.is_set():
             self._take()
+            if ticks % 5 == 0:  # often enough to see a Python worker before it ends, cheap enough
+                self._tree.scan()
+            ticks += 1
             self._stop.wait(self.interval)
 
     def _take(self) -> None:
@@ -131,7 +159,7 @@ class Meter:
         self._take()
         u = self.usage
         u.wall_seconds = time.monotonic() - self._t0
-        u.jvm_cpu_seconds = tree_cpu_seconds(self._pid) - self._cpu0
+        u.jvm_cpu_seconds = self._tree.spent()
         u.python_cpu_seconds = time.process_time() - self._py0
         u.jvm_peak_heap_mb = sum(int(p.getPeakUsage().getUsed()) for p in self._pools) / 2**20
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -136,21 +137,30 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     assert paths[2].read_bytes()[:4] == b"\x89PNG"
 
 
-def test_cpu_counts_the_processes_under_the_measured_one():
-    """Spark's Python workers (mapInArrow) are children of the JVM: their CPU must count."""
-    import os
+def test_cpu_counts_the_processes_under_the_measured_one_even_once_they_ended():
+    """Spark's Python workers (mapInArrow) run under the JVM, and its daemon ignores SIGCHLD: the CPU
+    of a worker that ended never reaches its parent's counters, yet must count."""
     import subprocess
     import sys
-    import time
 
-    before = measure.tree_cpu_seconds(os.getpid())
-    own_before = time.process_time()
-    burn = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\nprint('done', flush=True)\ntime.sleep(60)"
-    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    burner = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    burner += "print('done', flush=True)\ntime.sleep(0.5)"  # ends soon after: only its last scan knows it
+    parent = (
+        "import signal, subprocess, sys, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+        f"print('ready', flush=True)\nsys.stdin.readline()\nsubprocess.Popen([sys.executable, '-c', {burner!r}])\n"
+        "time.sleep(60)"
+    )
+    root = subprocess.Popen([sys.executable, "-c", parent], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "done"
-        spent = measure.tree_cpu_seconds(os.getpid()) - before - (time.process_time() - own_before)
-        assert spent >= 0.5  # the live child's CPU, not only this process's
+        assert root.stdin is not None and root.stdout is not None
+        assert root.stdout.readline().strip() == "ready"
+        tree = measure.TreeCpu(root.pid)
+        root.stdin.write("go\n")
+        root.stdin.flush()
+        assert root.stdout.readline().strip() == "done"
+        tree.scan()  # the burner, alive, with its CPU spent
+        time.sleep(1.5)  # it ends and the kernel reaps it: its parent never counts it
+        assert len(tree.seen) == 2 and tree.spent() >= 0.5
     finally:
-        child.kill()
-        child.wait()
+        root.kill()
+        root.wait()
