@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kafka_iceberg.decode.plan import FAILED, FIELDS, KEY, TOMB, VALUE, Plan, outcome_of, split
+from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, outcome_of, payload_part, split
 from kafka_iceberg.decode.sql import convert, converted_ok, ident, sql_type
 from kafka_iceberg.spec.model import CsvLayout, TableSpec
 
@@ -104,7 +104,7 @@ def uses_arrow(spec: TableSpec) -> bool:
 
 def layout_for(spec: TableSpec, columns: dict[str, str]) -> Layout:
     """The layout of ``spec`` whose Arrow-parsed columns are ``columns`` (empty for json)."""
-    source = KEY if spec.source.effective_mode == "key" else VALUE
+    _part, source = payload_part(spec)
     csv = spec.source.csv or CsvLayout()
     return Layout(
         fmt=spec.source.format,
@@ -186,9 +186,8 @@ def decode_with_arrow(
 def _payload_value(spec: TableSpec, name: str, col_type: str, values: dict[str, str]) -> str:
     """SQL of a payload column on a certified record (never a tombstone: null payloads are not certified)."""
     if spec.source.format == "json":
-        wanted = "key" if spec.source.effective_mode == "key" else "value"
-        source = KEY if wanted == "key" else VALUE
-        return f"CAST({source} AS STRING)" if name == wanted else "CAST(NULL AS STRING)"
+        part, source = payload_part(spec)
+        return f"CAST({source} AS STRING)" if name == part else "CAST(NULL AS STRING)"
     return values.get(name, f"CAST(NULL AS {sql_type(col_type)})")
 
 

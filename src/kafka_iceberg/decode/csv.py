@@ -11,7 +11,7 @@ sentinel field is appended to every message: it must come back exactly in positi
 
 from __future__ import annotations
 
-from kafka_iceberg.decode.plan import KEY, VALUE, Plan
+from kafka_iceberg.decode.plan import Plan, payload_part
 from kafka_iceberg.decode.sql import convert, converted_ok, field_error, lit, sql_type, utf8_ok
 from kafka_iceberg.decode.tombstone import null_payload
 from kafka_iceberg.spec.model import CsvLayout, TableSpec
@@ -56,8 +56,7 @@ def csv_plan(spec: TableSpec, payload: dict[str, str], order: list[str], require
         nonce: the per-call random token.
     """
     layout = spec.source.csv or CsvLayout()
-    part = "key" if spec.source.effective_mode == "key" else "value"
-    source = KEY if part == "key" else VALUE
+    part, source = payload_part(spec)
     sentinel = _sentinel(layout, nonce)
     n = len(order)
     empty = sentinel + "e"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafka_iceberg.decode.plan import KEY, VALUE, Plan
+from kafka_iceberg.decode.plan import Plan, payload_part
 from kafka_iceberg.decode.sql import (
     convert,
     converted_ok,
@@ -46,8 +46,7 @@ class Parsed:
 
 def parse_stages(plan: Plan, spec: TableSpec, nonce: str) -> Parsed:
     """Add the parsing stages (0-2) to ``plan``; discovery and decoding share them."""
-    part = "key" if spec.source.effective_mode == "key" else "value"
-    source = KEY if part == "key" else VALUE
+    part, source = payload_part(spec)
     text = plan.add(0, "text", f"CASE WHEN {utf8_ok(source)} THEN CAST({source} AS STRING) END")
     doc = plan.add(1, "doc", f"CASE WHEN octet_length({source}) > 0 THEN {parse_object(text, nonce)} END")
     obj = plan.add(2, "obj", object_of(doc, nonce))

@@ -24,6 +24,8 @@ from kafka_iceberg.spec.columns import HEADERS_COLUMN, KAFKA_COLUMNS, PT_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from kafka_iceberg.spec.model import TableSpec
+
 KEY = "_ki_key"
 VALUE = "_ki_value"
 HEADERS = "_ki_headers"
@@ -68,6 +70,11 @@ class Plan:
         name = f"_ki_{hint}{self._count}"
         self.late.append((name, sql))
         return ident(name)
+
+
+def payload_part(spec: TableSpec) -> tuple[str, str]:
+    """(part, frame column) a structured format decodes: ``value``, or ``key`` under mode key."""
+    return ("key", KEY) if spec.source.effective_mode == "key" else ("value", VALUE)
 
 
 def kafka_frame(df: DataFrame) -> DataFrame:

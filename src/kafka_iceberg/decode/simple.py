@@ -6,7 +6,7 @@ the key (value column NULL). A null value is a tombstone under upsert when the v
 
 from __future__ import annotations
 
-from kafka_iceberg.decode.plan import KEY, VALUE, Plan
+from kafka_iceberg.decode.plan import KEY, VALUE, Plan, payload_part
 from kafka_iceberg.decode.sql import is_json, json_problem, lit, parse_any, utf8_ok
 from kafka_iceberg.decode.tombstone import null_payload
 from kafka_iceberg.spec.model import TableSpec
@@ -50,8 +50,7 @@ def binary_plan(spec: TableSpec) -> Plan:
 
 def json_plan(spec: TableSpec, nonce: str) -> Plan:
     """The document as sent in ``value`` (or ``key`` under mode key), checked to be exactly one JSON value."""
-    part = "key" if spec.source.effective_mode == "key" else "value"
-    source = KEY if part == "key" else VALUE
+    part, source = payload_part(spec)
     plan = Plan(payload={"key": "string", "value": "string"})
     text = plan.add(0, "text", f"CASE WHEN {utf8_ok(source)} THEN CAST({source} AS STRING) END")
     parsed = plan.add(1, "any", f"CASE WHEN octet_length({source}) > 0 THEN {parse_any(text, nonce)} END")
