@@ -20,6 +20,7 @@ from tests.support.jobs import (
     Job,
     committed,
     coordinates,
+    id_pipeline,
     props,
     snapshots,
 )
@@ -32,21 +33,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 PARTITIONS = 2
 SEED, ROUNDS, PER_ROUND, EXTRA = 50, 16, 60, 30  # records per partition
 BATCH = 100
-
-
-def table_yaml(pipeline, ns, topic, trigger="processing_time: PT1S"):
-    return f"""
-pipeline: {pipeline}
-catalog: lake
-tables:
-  - name: events
-    namespace: {ns}
-    source: {{topics: [{topic}], format: flatten, max_records_per_batch: {BATCH}}}
-    schema: {{columns: {{id: long}}}}
-    schema_evolution: strict
-    partition_window: none
-    trigger: {{{trigger}}}
-"""
 
 
 class Topic:
@@ -95,7 +81,7 @@ def test_compaction_during_ingestion_loses_and_duplicates_nothing(stack, lake, t
     table = f"{ns}.events"
     topic = Topic(stack.kafka_bootstrap, unique("compact"))
     topic.send(SEED)
-    path = project(tmp_path, table_yaml("compacted", ns, topic.name))
+    path = project(tmp_path, id_pipeline("compacted", ns, topic.name, batch=BATCH))
     spec = TableSpec.model_validate(
         {
             "name": "events",
@@ -173,7 +159,7 @@ def test_two_pipelines_on_one_table_lose_and_duplicate_nothing(stack, lake, tmp_
     try:
         for name, topic in topics.items():
             topic.send(SEED)
-            paths[name] = project(tmp_path / name, table_yaml(name, ns, topic.name))
+            paths[name] = project(tmp_path / name, id_pipeline(name, ns, topic.name, batch=BATCH))
             # Both start at once: they race to create the namespace and the table, too.
             jobs[name] = Job(paths[name], stack.run_dir, "ingest")
         for name, job in jobs.items():

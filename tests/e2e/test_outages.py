@@ -16,7 +16,7 @@ import yaml
 from kafka_iceberg.local import processes
 from kafka_iceberg.local.readback import pyiceberg_catalog
 from kafka_iceberg.local.stack import LocalStack
-from tests.support.jobs import Job, committed, coordinates
+from tests.support.jobs import Job, committed, coordinates, id_pipeline
 from tests.support.kafka import create_topic, produce
 from tests.support.project import project
 from tests.support.run import unique
@@ -49,21 +49,7 @@ def split_stack(tmp_path_factory):
 
 
 def make_project(tmp_path, ns, topic, service):
-    path = project(
-        tmp_path,
-        f"""
-pipeline: outage_{service}
-catalog: lake
-tables:
-  - name: events
-    namespace: {ns}
-    source: {{topics: [{topic}], format: flatten, max_records_per_batch: {BATCH}}}
-    schema: {{columns: {{id: long}}}}
-    schema_evolution: strict
-    partition_window: none
-    trigger: {{processing_time: PT1S}}
-""",
-    )
+    path = project(tmp_path, id_pipeline(f"outage_{service}", ns, topic, batch=BATCH))
     env_file = tmp_path / "environments" / "local.yml"
     env = yaml.safe_load(env_file.read_text())
     env["outage_retry"] = OUTAGE_RETRY

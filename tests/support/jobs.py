@@ -18,6 +18,22 @@ BATCH_ID_KEY = "kafka-iceberg.batch-id"
 COPIED_FROM_KEY = "kafka-iceberg.copied-from"
 
 
+def id_pipeline(pipeline: str, ns: str, topic: str, *, batch: int) -> str:
+    """A pipeline of one flatten table ``<ns>.events`` with one ``id`` column, read from ``topic`` every second."""
+    return f"""
+pipeline: {pipeline}
+catalog: lake
+tables:
+  - name: events
+    namespace: {ns}
+    source: {{topics: [{topic}], format: flatten, max_records_per_batch: {batch}}}
+    schema: {{columns: {{id: long}}}}
+    schema_evolution: strict
+    partition_window: none
+    trigger: {{processing_time: PT1S}}
+"""
+
+
 class Job:
     """``ingest-<fmt> --pipeline PATH --env local`` against the stack in ``run_dir``; output kept in files."""
 
