@@ -122,22 +122,25 @@ def spark_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, mode: 
                 "WHEN MATCHED AND s.offset >= t.offset THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
             )
 
+    return replay_stream(spark, ds, replay_dir, each_batch, checkpoint, "(a)")
+
+
+def replay_stream(spark: Any, ds: Dataset, replay_dir: Path, each_batch: Any, checkpoint: Path, label: str) -> float:
+    """Seconds of a ``foreachBatch`` query over the replay files, one file per micro-batch, to the end."""
+    from pyspark.sql import functions as F
+
     started = time.monotonic()
-    stream = (
-        spark.readStream.option("maxFilesPerTrigger", 1)
-        .schema(KAFKA_DDL)
-        .parquet(str(replay_dir))
-        .where(F.col("topic") == ds.topic)
-    )
+    stream = spark.readStream.option("maxFilesPerTrigger", 1).schema(KAFKA_DDL).parquet(str(replay_dir))
     query = (
-        stream.writeStream.foreachBatch(each_batch)
+        stream.where(F.col("topic") == ds.topic)
+        .writeStream.foreachBatch(each_batch)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
     if query.exception() is not None:
-        raise RuntimeError(f"baseline (a) failed: {query.exception()}")
+        raise RuntimeError(f"baseline {label} failed: {query.exception()}")
     return time.monotonic() - started
 
 
@@ -160,7 +163,6 @@ def spark_arrow_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, 
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark import cloudpickle
-    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers need not import benchmarks
@@ -188,19 +190,7 @@ def spark_arrow_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, 
     def each_batch(df: Any, _batch_id: int) -> None:
         df.select(*head, "value").mapInArrow(each_partition, schema).writeTo(table).append()
 
-    started = time.monotonic()
-    stream = spark.readStream.option("maxFilesPerTrigger", 1).schema(KAFKA_DDL).parquet(str(replay_dir))
-    query = (
-        stream.where(F.col("topic") == ds.topic)
-        .writeStream.foreachBatch(each_batch)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise RuntimeError(f"baseline (c) failed: {query.exception()}")
-    return time.monotonic() - started
+    return replay_stream(spark, ds, replay_dir, each_batch, checkpoint, "(c)")
 
 
 # -- (b) pyarrow, single core ----------------------------------------------------------------------
