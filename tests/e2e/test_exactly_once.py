@@ -85,7 +85,7 @@ def chaos(stack, lake, tmp_path_factory):
     for thread in threads:
         thread.join()
 
-    path = project(tmp_path_factory.mktemp("chaos"), pipeline(ns, topics, errors_topic, batch=10_000))
+    path = project(tmp_path_factory.mktemp("chaos"), pipeline(ns, topics, errors_topic, batch=20_000))
     env = {**os.environ, "KAFKA_ICEBERG_RUN_DIR": stack.run_dir, "PYTHONPATH": str(REPO / "src")}
     command = [str(BIN / "ingest-flatten"), "--pipeline", str(path), "--env", "local"]
     rng = random.Random(SEED)
@@ -95,10 +95,8 @@ def chaos(stack, lake, tmp_path_factory):
                                 start_new_session=True)  # fmt: skip
         # Odd attempts die at a random moment (start-up included); even ones at a random moment just
         # after the next commit lands, so some crashes always fall between commits whatever the load.
-        # Each attempt may commit only a few of the ~20 batches, so that on a quiet machine too the
-        # runs are killed before they drain the topics.
         if attempt % 2:
-            deadline = time.monotonic() + rng.uniform(3, 20)
+            deadline = time.monotonic() + rng.uniform(3, 40)
         else:
             before = committed_records(lake, ns)
             deadline = time.monotonic() + 300
