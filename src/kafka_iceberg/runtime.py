@@ -436,7 +436,12 @@ def _run_streaming(
         checkpoint = checkpoint_dir(prepared.env, prepared.resolver, p.pipeline, p.spec.identifier)
         queries.append(
             start_query(
-                frame, p, checkpoint=checkpoint, trigger=p.spec.trigger, name=f"{p.pipeline}.{p.spec.identifier}"
+                frame,
+                p,
+                checkpoint=checkpoint,
+                trigger=p.spec.trigger,
+                name=f"{p.pipeline}.{p.spec.identifier}",
+                attach=lambda session: attach_catalogs(session, prepared.rendered.values(), prepared.resolver),
             )
         )
     try:

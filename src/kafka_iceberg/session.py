@@ -69,22 +69,24 @@ def get_spark(
         return active
     if on_databricks():
         return SparkSession.builder.getOrCreate()
-    runtime = jars.resolve_local()
-    # Keep Spark on loopback and quiet; Debian's sqlite-jdbc loads its JNI library from the cache.
+    classpath = jars.resolve_classpath(jars.SPARK)
+    # Keep Spark on loopback and quiet.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers must run this interpreter (same version, same pinned pyarrow), not PATH's python3.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     options = [
         f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
-        f"-Dorg.sqlite.lib.path={runtime.native_dir}",
-        "-Dorg.sqlite.lib.name=libsqlitejdbc.so",
+        # AWS SDK v2 (S3FileIO) checksums only when required: S3-compatible stores (SeaweedFS locally,
+        # OSS on clusters, where the bundle sets the same) store chunk-framed bodies verbatim.
+        "-Daws.requestChecksumCalculation=when_required",
+        "-Daws.responseChecksumValidation=when_required",
         *jvm_options,
     ]
     builder = (
         SparkSession.builder.master(os.environ.get(MASTER_ENV, "local[2]"))
         .appName(app_name)
-        .config("spark.jars", ",".join(str(p) for p in runtime.jars))
+        .config("spark.jars", ",".join(str(p) for p in classpath))
         .config("spark.driver.extraJavaOptions", " ".join(options))
         .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, "2g"))
     )

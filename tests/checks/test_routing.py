@@ -19,7 +19,7 @@ from kafka_iceberg.checks.error_topic import (
 from kafka_iceberg.errors import RecordError
 from kafka_iceberg.spec.model import TableSpec
 from tests.support.frames import error_frame, kafka_frame
-from tests.support.kafka import EXACT_WATERMARK_PRODUCER, consume_all
+from tests.support.kafka import consume_all
 
 
 def spec(**errors):
@@ -87,7 +87,7 @@ def _publisher(stack, topic, **producer):
     conf = {"bootstrap.servers": stack.kafka_bootstrap}
     return ErrorTopicPublisher(
         topic=topic,
-        producer_config={**conf, **{k: str(v) for k, v in {**EXACT_WATERMARK_PRODUCER, **producer}.items()}},
+        producer_config={**conf, **{k: str(v) for k, v in producer.items()}},
         consumer_config=conf,
         pipeline="p",
         table="n.t",

@@ -11,9 +11,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_iceberg.local.readback import TopicRecord, read_topic
 
-# Tansu miscounts the high watermark under batched produce (ENVIRONMENT.md): one record per request.
-EXACT_WATERMARK_PRODUCER = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight": 1}
-
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -30,11 +27,11 @@ def produce(
     headers: Sequence[tuple[str, bytes]] | None = None,
     config: Mapping[str, str | int] | None = None,
 ) -> int:
-    """Send (key, value) pairs one per request; returns how many were sent.
+    """Send (key, value) pairs; returns how many were sent.
 
     ``config`` adds librdkafka settings (``message.max.bytes`` for messages of about 1 MB).
     """
-    producer = Producer({"bootstrap.servers": bootstrap, **EXACT_WATERMARK_PRODUCER, **(config or {})})
+    producer = Producer({"bootstrap.servers": bootstrap, **(config or {})})
     count = 0
     errors: list[KafkaError] = []
 
@@ -59,7 +56,7 @@ def consume_all(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[To
 
 def read_count(bootstrap: str, topic: str, count: int, *, timeout: float = 30.0) -> list[tuple[int, int, bytes]]:
     """The first ``count`` records of ``topic`` as (partition, offset, value), read without trusting
-    high watermarks (a split stack's Tansu, on S3 storage, reports wrong ones)."""
+    high watermarks: a reader that must not assume what the code under test assumes."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"readcount-{uuid.uuid4().hex}"})
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions

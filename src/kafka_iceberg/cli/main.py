@@ -49,17 +49,21 @@ def _cmd_jars(args: argparse.Namespace) -> int:
     from kafka_iceberg import jars
 
     if args.action == "fetch":
-        runtime = jars.resolve_local()
-        for path in runtime.jars:
-            emit(str(path))
+        for paths in jars.resolve_all().values():
+            for path in paths:
+                emit(str(path))
         return EXIT_OK
     if args.action == "verify":
         bad = jars.verify()
-        emit("all jars match jars.lock.toml" if not bad else "checksum mismatch or missing: " + ", ".join(bad))
+        emit("all jars match jars.lock.toml" if not bad else "\n".join(["checksum mismatch or missing:", *bad]))
         return EXIT_OK if not bad else EXIT_FAILED
+    if args.action == "lock":
+        relocked = jars.relock()
+        emit(f"{jars.LOCK_FILE}: {len(relocked)} jars")
+        return EXIT_OK
     lock = jars.load_lock()
-    rows = [(j.name, j.version, j.maven, "yes" if j.local else "", "yes" if j.cluster else "") for j in lock.jars]
-    emit(table(rows, ["jar", "version", "maven", "local", "cluster"]))
+    rows = [(j.maven, j.classpath, "yes" if j.cluster else "") for j in lock.jars]
+    emit(table(rows, ["maven", "classpath", "cluster"]))
     return EXIT_OK
 
 
@@ -102,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     local.set_defaults(handler=_cmd_local)
 
     jar = sub.add_parser("jars", help="JVM jars of jars.lock.toml")
-    jar.add_argument("action", choices=["fetch", "verify", "list"])
+    jar.add_argument("action", choices=["fetch", "verify", "list", "lock"])
     jar.set_defaults(handler=_cmd_jars)
 
     validate = sub.add_parser("validate", help="check pipelines, environments and bundle files (no JVM)")

