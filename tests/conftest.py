@@ -67,7 +67,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackState]:
         os.environ.pop("KAFKA_ICEBERG_RUN_DIR", None)
     else:
         os.environ["KAFKA_ICEBERG_RUN_DIR"] = previous
-    leftovers = [s.name for s in state.services.values() if processes.is_ours(s.pid, s.executable)]
+    leftovers = [s.name for s in state.services.values() if processes.is_ours(s.pid, s.executable, s.marker)]
     assert not leftovers, f"servers still running after the session: {leftovers}"
 
 

@@ -1,9 +1,11 @@
-"""The jar lock file: one source of truth, hash-verified, optionally served by a Maven repository."""
+"""The jar lock file: Maven coordinates only, SHA-256 pinned, fetched from a Maven repository and verified."""
 
 from __future__ import annotations
 
 import hashlib
 import http.server
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -12,37 +14,66 @@ import pytest
 from kafka_iceberg import jars
 from kafka_iceberg.errors import JarResolutionError
 
+REPO = Path(__file__).resolve().parents[1]
 
-def test_lock_lists_runtime_for_both_local_and_cluster():
+
+def test_lock_holds_only_maven_coordinates_with_sha256():
     lock = jars.load_lock()
-    runtime = next(j for j in lock.jars if j.name == "iceberg-spark-runtime")
-    assert runtime.local and runtime.cluster
-    assert runtime.maven == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
-    assert jars.cluster_maven_coordinates() == [
-        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",
-        "org.apache.iceberg:iceberg-aws-bundle:1.10.2",
-    ]
+    assert lock.repository == "https://repo1.maven.org/maven2"
+    assert {j.classpath for j in lock.jars} == {"spark", "broker"}
     for jar in lock.jars:
-        if jar.local:
-            assert jar.source is not None and len(jar.sha256) == 64, jar.name
+        group, artifact, version = jar.maven.split(":")
+        assert group and artifact and version and len(jar.sha256) == 64, jar
+    text = jars.LOCK_FILE.read_text()
+    for stand_in in ("pypi", "debian", "wheel", "sdist", "[[native]]"):
+        assert stand_in not in text.lower(), stand_in
 
 
-def test_resolved_cache_matches_every_locked_hash():
-    runtime = jars.resolve_local()
-    assert {p.name for p in runtime.jars} == {j.file for j in jars.load_lock().jars if j.local}
+def test_spark_classpath_matches_pyspark_and_clusters_get_the_same_iceberg():
+    import pyspark
+
+    spark = {j.name: j.version for j in jars.load_lock().jars if j.classpath == "spark"}
+    # Spark's Kafka source must be the pinned pyspark's own version.
+    assert spark["spark-sql-kafka-0-10_2.12"] == pyspark.__version__
+    assert spark["spark-token-provider-kafka-0-10_2.12"] == pyspark.__version__
+    assert spark["iceberg-spark-runtime-3.5_2.12"] == spark["iceberg-aws-bundle"]
+    assert jars.cluster_maven_coordinates() == [
+        f"org.apache.iceberg:iceberg-aws-bundle:{spark['iceberg-aws-bundle']}",
+        f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{spark['iceberg-spark-runtime-3.5_2.12']}",
+    ]
+    broker = {j.name for j in jars.load_lock().jars if j.classpath == "broker"}
+    assert {"kafka_2.13", "kafka-server", "kafka-raft", "kafka-metadata", "kafka-storage"} <= broker
+
+
+def test_every_locked_jar_is_cached_with_its_pinned_bytes():
+    resolved = jars.resolve_all()
+    assert {p.name for paths in resolved.values() for p in paths} == {j.file for j in jars.load_lock().jars}
     assert jars.verify() == []
-    assert (runtime.native_dir / "libsqlitejdbc.so").exists()
 
 
-def test_tampered_bytes_are_refused(tmp_path):
-    member = "snowpark_connect_deps_iceberg/jars/scala-collection-compat_2.12-2.13.0.jar"
-    source = jars.Source("pypi-wheel", "snowpark-connect-deps-iceberg", "1.0.2", member)
-    art = jars.Artifact(name="x", file="x.jar", sha256="0" * 64, source=source)
-    # Reuse the already-downloaded wheel so the test needs no network.
-    downloads = jars.cache_dir() / "downloads"
-    with pytest.raises(JarResolutionError, match="does not match"):
-        jars.fetch(art, tmp_path, downloads)
-    assert not (tmp_path / "x.jar").exists()
+def test_a_tampered_cached_jar_fails_verification_with_its_coordinates(tmp_path):
+    lock = jars.load_lock()
+    art = next(j for j in lock.jars if j.name == "commons-pool2")
+    cached = jars.cache_dir() / "maven" / art.path
+    copy = tmp_path / "maven" / art.path
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(cached.read_bytes()[:-1] + b"\0")
+    bad = jars.verify(tmp_path / "maven")
+    assert any(line.startswith(f"{art.maven}: ") and "sha256" in line for line in bad), bad
+    # ... and through the CLI: exit 1, the coordinates named, no traceback.
+    for other in lock.jars:
+        if other is not art:
+            (tmp_path / "maven" / other.path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "maven" / other.path).symlink_to(jars.cache_dir() / "maven" / other.path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafka_iceberg.cli.main", "jars", "verify"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "KAFKA_ICEBERG_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO / "src")},
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert art.maven in proc.stdout and "Traceback" not in proc.stderr
 
 
 class _Repo(http.server.SimpleHTTPRequestHandler):
@@ -58,23 +89,28 @@ def _serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 @pytest.mark.parametrize("tamper", [False, True])
-def test_maven_repository_mode_checks_the_repository_sha1(tmp_path, tamper):
+def test_download_is_refused_unless_its_sha256_is_the_pinned_one(tmp_path, tamper):
     repo = tmp_path / "repo"
-    folder = repo / "org/example/thing/1.0"
-    folder.mkdir(parents=True)
     payload = b"jar bytes"
-    (folder / "thing-1.0.jar").write_bytes(payload)
-    sha1 = hashlib.sha1(b"other" if tamper else payload).hexdigest()
-    (folder / "thing-1.0.jar.sha1").write_text(sha1)
+    art = jars.Artifact(maven="org.example:thing:1.0", sha256=hashlib.sha256(payload).hexdigest(), classpath="spark")
+    served = repo / art.path
+    served.parent.mkdir(parents=True)
+    served.write_bytes(b"other bytes" if tamper else payload)
     server, url = _serve(repo)
     try:
-        art = jars.Artifact(name="thing", file="thing-1.0.jar", sha256="", source=None, maven="org.example:thing:1.0")
-        out = tmp_path / "out"
-        out.mkdir()
+        cache = tmp_path / "cache"
         if tamper:
-            with pytest.raises(JarResolutionError, match="sha1"):
-                jars.fetch(art, out, tmp_path / "dl", maven_repo=url)
+            with pytest.raises(JarResolutionError, match=r"org\.example:thing:1\.0: .* has sha256 .* pins"):
+                jars.fetch(art, cache, url)
+            assert not (cache / art.path).exists()
         else:
-            assert jars.fetch(art, out, tmp_path / "dl", maven_repo=url).read_bytes() == payload
+            assert jars.fetch(art, cache, url).read_bytes() == payload
     finally:
         server.shutdown()
+
+
+def test_a_lock_entry_without_coordinates_is_refused(tmp_path):
+    lock = tmp_path / "jars.lock.toml"
+    lock.write_text('[[jar]]\nmaven = "thing-1.0.jar"\nsha256 = "' + "0" * 64 + '"\nclasspath = "spark"\n')
+    with pytest.raises(JarResolutionError, match="group:artifact:version"):
+        jars.load_lock(lock)

@@ -28,8 +28,11 @@ def checksum(arrow_table):
 
 
 def s3(stack_status):
-    endpoint = stack_status["s3"]["endpoint"]
-    return fs.S3FileSystem(anonymous=True, endpoint_override=endpoint, scheme="http", region="us-east-1")
+    s3 = stack_status["s3"]
+    return fs.S3FileSystem(
+        access_key=s3["access_key_id"], secret_key=s3["secret_access_key"],
+        endpoint_override=s3["endpoint"], scheme="http", region=s3["region"],
+    )  # fmt: skip
 
 
 def plant(filesystem, location, name):

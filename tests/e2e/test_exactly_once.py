@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -170,7 +171,7 @@ def test_replay_of_a_capture_yields_the_same_table(chaos, lake, stack, tmp_path)
     for topic in chaos.topics:
         capture({"bootstrap.servers": stack.kafka_bootstrap}, topic, captured, records_per_file=50_000)
     local = (REPO / "environments" / "local.yml").read_text()
-    replay_env = local.replace("  reader: direct", f"  reader: replay\n  replay_path: {captured}")
+    replay_env = re.sub(r"(?m)^  reader: .*$", f"  reader: replay\n  replay_path: {captured}", local)
     assert replay_env != local
     ns = unique("replayed")
     text = pipeline(ns, chaos.topics, unique("replay_errors"), batch=20_000)

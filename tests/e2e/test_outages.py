@@ -44,7 +44,7 @@ def split_stack(tmp_path_factory):
     last = local.read_state()
     local.down()
     servers = [*first.services.values(), *(last.services.values() if last else [])]
-    leftovers = [s.name for s in servers if processes.is_ours(s.pid, s.executable)]
+    leftovers = [s.name for s in servers if processes.is_ours(s.pid, s.executable, s.marker)]
     assert not leftovers, f"servers still running after the module: {leftovers}"
 
 

@@ -1,4 +1,4 @@
-"""A Kafka round trip through Tansu: keys, headers, null values, several partitions."""
+"""A Kafka round trip through the local Apache Kafka broker: keys, headers, null values, several partitions."""
 
 from __future__ import annotations
 

@@ -33,11 +33,32 @@ def test_status_json_has_the_documented_shape(stack, tmp_path):
     status = json.loads(out.stdout)
     assert status["running"] is True
     assert status["kafka"]["bootstrap"] == stack.kafka_bootstrap
+    assert status["kafka"]["sasl_bootstrap"] == stack.kafka_sasl_bootstrap
+    assert status["kafka"]["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert set(status["kafka"]) == {"bootstrap", "sasl_bootstrap", "sasl_mechanism", "sasl_username", "sasl_password"}
     assert status["s3"]["endpoint"].startswith("http://127.0.0.1:")
     assert set(status["s3"]) == {"endpoint", "region", "access_key_id", "secret_access_key", "bucket"}
     assert status["catalog"] == {"type": "rest", "uri": stack.catalog_uri, "warehouse": "s3://warehouse"}
     assert status["run_dir"] == stack.run_dir
     assert status["health"] == {"seaweedfs": True, "kafka": True}
+
+
+def test_the_sasl_listener_takes_the_scram_user_and_refuses_a_wrong_password(stack):
+    from confluent_kafka.admin import AdminClient
+
+    def sasl(password: str) -> dict[str, str]:
+        return {
+            "bootstrap.servers": stack.kafka_sasl_bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": stack.kafka_sasl_username,
+            "sasl.password": password,
+            "log_level": "0",
+        }
+
+    assert AdminClient(sasl(stack.kafka_sasl_password)).list_topics(timeout=10).brokers
+    with pytest.raises(Exception, match="(?i)authentication|timed out"):
+        AdminClient(sasl("not-the-password")).list_topics(timeout=5)
 
 
 def test_every_server_binds_loopback_only(stack):
@@ -53,7 +74,7 @@ def test_up_is_idempotent_and_down_stops_by_pid(tmp_path):
     second = stack.up(owned=True)
     assert second.services["kafka"].pid == first.services["kafka"].pid
     stack.down()
-    assert not processes.is_ours(first.services["kafka"].pid, first.services["kafka"].executable)
+    assert not processes.is_ours(first.services["kafka"].pid, first.services["kafka"].executable, "kafka.Kafka")
     assert stack.status() == {"running": False, "run_dir": str(tmp_path)}
 
 
@@ -61,7 +82,8 @@ def test_up_replaces_a_half_dead_stack(tmp_path):
     stack = LocalStack(tmp_path, services=("kafka",))
     first = stack.up(owned=True)
     os.kill(first.services["kafka"].pid, signal.SIGKILL)
-    processes.wait_until(lambda: not processes.is_ours(first.services["kafka"].pid, "tansu"), timeout=5)
+    kafka = first.services["kafka"]
+    processes.wait_until(lambda: not processes.is_ours(kafka.pid, kafka.executable, kafka.marker), timeout=5)
     second = stack.up(owned=True)
     assert second.services["kafka"].pid != first.services["kafka"].pid
     assert stack.status()["running"] is True
@@ -73,7 +95,7 @@ import json, sys
 from pathlib import Path
 from kafka_iceberg.local.stack import LocalStack
 state = LocalStack(Path(sys.argv[1])).up(owned=True)
-print(json.dumps({n: [s.pid, s.executable] for n, s in state.services.items()}), flush=True)
+print(json.dumps({n: [s.pid, s.executable, s.marker] for n, s in state.services.items()}), flush=True)
 sys.stdin.read()  # wait to be killed
 """
 
@@ -83,10 +105,10 @@ def test_servers_die_when_their_owner_is_killed(tmp_path):
         [sys.executable, "-c", _OWNER, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     pids = json.loads(owner.stdout.readline())
-    assert all(processes.is_ours(pid, exe) for pid, exe in pids.values())
+    assert all(processes.is_ours(pid, exe, marker) for pid, exe, marker in pids.values())
     owner.send_signal(signal.SIGKILL)  # a crashed test session: no cleanup code runs
     owner.wait(10)
-    gone = processes.wait_until(lambda: not any(processes.is_ours(p, e) for p, e in pids.values()), timeout=10)
+    gone = processes.wait_until(lambda: not any(processes.is_ours(*p) for p in pids.values()), timeout=10)
     assert gone, f"servers outlived their owner: {pids}"
 
 
@@ -98,9 +120,9 @@ def test_cli_up_detaches_and_down_stops(tmp_path):
     state = LocalStack(tmp_path).read_state()
     assert state is not None and not state.owned
     # The servers outlived the CLI process that started them.
-    assert all(processes.is_ours(s.pid, s.executable) for s in state.services.values())
+    assert all(processes.is_ours(s.pid, s.executable, s.marker) for s in state.services.values())
     subprocess.run([*cli, "down"], capture_output=True, text=True, env=env, check=True)
-    assert not any(processes.is_ours(s.pid, s.executable) for s in state.services.values())
+    assert not any(processes.is_ours(s.pid, s.executable, s.marker) for s in state.services.values())
     status = subprocess.run([*cli, "status"], capture_output=True, text=True, env=env, check=False)
     assert status.returncode == 1 and "not running" in status.stdout
 
@@ -134,7 +156,7 @@ def test_a_split_stack_restarts_one_service_on_its_ports_with_its_data(tmp_path)
         for name in ("catalog", "s3", "kafka"):
             before = stack.read_state().services[name]
             stack.stop_service(name)
-            assert not processes.is_ours(before.pid, before.executable)
+            assert not processes.is_ours(before.pid, before.executable, before.marker)
             health = stack.status()["health"]
             # Only the stopped service is down: the others keep answering.
             assert health == {n: n != name for n in state.services}, health
@@ -143,9 +165,9 @@ def test_a_split_stack_restarts_one_service_on_its_ports_with_its_data(tmp_path)
             assert stack.status()["running"] is True
 
         assert ("kept",) in pyiceberg_catalog(state.describe()).list_namespaces()
-        # Tansu keeps its topics in SeaweedFS in a split stack: they survive the broker's restart.
+        # The broker keeps its log under the run directory: topics survive its restart.
         values = sorted(value for _p, _o, value in read_count(state.kafka_bootstrap, "kept", 20))
         assert values == sorted(f"v{i}".encode() for i in range(20))
     finally:
         stack.down()
-    assert not any(processes.is_ours(s.pid, s.executable) for s in state.services.values())
+    assert not any(processes.is_ours(s.pid, s.executable, s.marker) for s in state.services.values())

@@ -1,4 +1,4 @@
-"""The direct reader against Tansu: bounded batches, exact drains, resumption, group offsets."""
+"""The direct reader against the local Apache Kafka broker: bounded batches, exact drains, resumption, group offsets."""
 
 from __future__ import annotations
 
