@@ -80,7 +80,7 @@ def test_every_example_pipeline_validates():
     assert {t.source.format for p in report.pipelines for t in p.tables} == {"text", "csv", "json", "flatten", "binary"}
 
 
-def test_bundle_problems_are_reported(tmp_path):
+def test_bundle_problems_are_reported(tmp_path, monkeypatch):
     import shutil
 
     for item in ("databricks.yml", "resources", "pipelines", "environments"):
@@ -88,6 +88,7 @@ def test_bundle_problems_are_reported(tmp_path):
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / item)
     job = tmp_path / "resources" / "ingest_json_lake.job.yml"
     job.write_text(job.read_text().replace("ingest-json", "ingest-jsonn").replace("- lake", "- lakehouse"))
+    monkeypatch.chdir(tmp_path)  # the project is found from the current directory first
     report = validate_project(tmp_path / "pipelines", env_name="local")
     codes = {p.code for p in report.problems}
     assert {"UNKNOWN_ENTRY_POINT", "UNKNOWN_CATALOG"} <= codes

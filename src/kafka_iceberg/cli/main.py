@@ -69,6 +69,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     report = validate_project(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
+    for warning in report.warnings:  # on stderr, so stdout stays the one "valid:" line
+        emit(f"warning: {warning}", sys.stderr)
     if report.problems:
         raise ConfigError(report.problems)
     envs = ", ".join(e.name + ("*" if e.name == args.env else "") for e in report.environments)
