@@ -88,3 +88,113 @@ def test_references_in_spark_conf_are_resolved_before_the_session_starts(monkeyp
     prepared = runtime.Prepared(env, Resolver(env={"KI_PARTS": "7"}), [])
     assert runtime.open_session(prepared) == "session"
     assert seen == {"spark.sql.shuffle.partitions": "7", "spark.app.x": "plain"}
+
+
+# -- what a run needs, project discovery, the built-in local environment (issue 18) -------------
+CLUSTER_VARS = {
+    "KAFKA_BOOTSTRAP_SERVERS": "k:9096",
+    "KAFKA_ICEBERG_CHECKPOINT_ROOT": "s3://b/c",
+    "AWS_REGION": "us-east-1",
+    "S3TABLES_BUCKET_ARN": "arn:aws:s3tables:us-east-1:1:bucket/b",
+}
+
+
+def test_the_packaged_local_environment_is_environments_local_yml():
+    from kafka_iceberg.environment import BUILTIN_LOCAL
+
+    assert BUILTIN_LOCAL.read_bytes() == (REPO / "environments" / "local.yml").read_bytes()
+    # Inside the package directory, which the wheel ships whole (pyproject: packages = ["src/kafka_iceberg"]).
+    assert BUILTIN_LOCAL.is_relative_to(REPO / "src" / "kafka_iceberg")
+
+
+def test_local_is_built_in_outside_any_project(tmp_path, monkeypatch):
+    from kafka_iceberg.environment import BUILTIN_LOCAL, available_environments
+
+    monkeypatch.chdir(tmp_path)
+    env = load_environment("local", tmp_path)
+    assert env.source_file == str(BUILTIN_LOCAL)
+    assert available_environments(tmp_path) == ["local"]
+
+
+def test_the_current_directory_project_comes_first(tmp_path, monkeypatch):
+    (tmp_path / "environments").mkdir()
+    (tmp_path / "environments" / "local.yml").write_text((REPO / "environments" / "local.yml").read_text())
+    monkeypatch.chdir(REPO)
+    assert load_environment("local", tmp_path).source_file == str(REPO / "environments" / "local.yml")
+    monkeypatch.chdir(tmp_path)
+    assert load_environment("local", tmp_path).source_file == str(tmp_path / "environments" / "local.yml")
+    # An environment only the pipeline's project has is still found from elsewhere.
+    monkeypatch.chdir(REPO)
+    assert load_environment("qa", REPO / "fixtures" / "needs_env" / "pipelines").name == "qa"
+
+
+def test_an_unknown_environment_lists_every_path_searched(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    pipeline_dir = tmp_path / "a" / "b"
+    pipeline_dir.mkdir(parents=True)
+    with pytest.raises(ConfigError) as err:
+        load_environment("qa", pipeline_dir)
+    (problem,) = err.value.problems
+    assert (problem.code, problem.key_path, problem.value) == ("UNKNOWN_ENVIRONMENT", "--env", "qa")
+    for directory in (REPO, pipeline_dir, tmp_path / "a", tmp_path):
+        assert str(directory / "environments" / "qa.yml") in problem.expected
+
+
+def test_a_run_needs_the_references_of_what_it_uses_only():
+    from kafka_iceberg.environment import references
+
+    env = load_environment("prod", REPO)
+    used = {path for path, _ref in references(env, {"lake"})}
+    unused = {path for path, _ref in references(env, {"lake"}, used=False)}
+    assert {"kafka.bootstrap_servers", "kafka.sasl_password", "checkpoint_root", "catalogs.lake.region"} <= used
+    assert not any(p.startswith(("catalogs.oss", "catalogs.polaris", "catalogs.glue")) for p in used)
+    assert {"catalogs.oss.region", "catalogs.polaris.client_secret", "catalogs.glue.warehouse"} <= unused
+    assert missing_env_vars(env, CLUSTER_VARS, {"lake"}) == []
+    assert {p.key_path for p in missing_env_vars(env, CLUSTER_VARS, {"lake"}, used=False)} == {
+        "catalogs.oss.region",
+        "catalogs.oss.table_bucket_arn",
+        "catalogs.polaris.uri",
+        "catalogs.polaris.warehouse",
+        "catalogs.glue.warehouse",
+    }
+
+
+@pytest.mark.parametrize("target", ["dev", "staging", "prod"])
+def test_validate_warns_about_unused_unset_variables_and_passes(target, monkeypatch):
+    from kafka_iceberg.project import validate_project
+
+    monkeypatch.chdir(REPO)
+    report = validate_project(REPO / "pipelines" / "shop.yml", env_name=target, catalog="lake", environ=CLUSTER_VARS)
+    assert report.problems == []
+    assert {w.code for w in report.warnings} == {"UNSET_ENV_VAR"}
+    assert {w.key_path.split(".")[1] for w in report.warnings} == {"oss", "polaris", "glue"}
+    # A variable of what the run uses is still required.
+    partial = {k: v for k, v in CLUSTER_VARS.items() if k != "S3TABLES_BUCKET_ARN"}
+    report = validate_project(REPO / "pipelines" / "shop.yml", env_name=target, catalog="lake", environ=partial)
+    assert [(p.code, p.key_path) for p in report.problems] == [("UNSET_ENV_VAR", "catalogs.lake.table_bucket_arn")]
+
+
+def test_unused_catalogs_are_still_shape_checked(tmp_path, monkeypatch):
+    from kafka_iceberg.project import validate_project
+
+    (tmp_path / "environments").mkdir()
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "p.yml").write_text(
+        "pipeline: p\ncatalog: lake\ntables:\n  - {name: t, namespace: n, source: {topics: [t], format: json}}\n"
+    )
+    (tmp_path / "environments" / "qa.yml").write_text(
+        "kafka: {bootstrap_servers: 'b:9092'}\ncheckpoint_root: /c\n"
+        "catalogs:\n  lake: {type: hadoop, warehouse: /w}\n  other: {type: hadoop, wharehouse: '${env:NOPE}'}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    report = validate_project(tmp_path / "pipelines", env_name="qa", environ={})
+    assert any(p.code == "UNKNOWN_KEY" and p.key_path.startswith("catalogs.other") for p in report.problems)
+
+
+def test_the_event_log_catalog_is_used_when_enabled():
+    from kafka_iceberg.environment import used_catalogs
+
+    env = load_environment("prod", REPO)
+    assert used_catalogs(env, {"glue"}) == {"glue", "lake"}
+    disabled = env.model_copy(update={"event_log": env.event_log.model_copy(update={"enabled": False})})
+    assert used_catalogs(disabled, {"glue"}) == {"glue"}

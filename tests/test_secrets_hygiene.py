@@ -65,6 +65,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "pipelines" / "p.yml").write_text(PIPELINE)
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)  # the project is found from the current directory first
     return tmp_path
 
 

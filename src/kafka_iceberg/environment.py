@@ -1,13 +1,19 @@
 """Environments: which catalogs, which Kafka cluster and where checkpoints live, per deployment.
 
-An environment is ``environments/<name>.yml`` next to (or above) the pipeline files. ``local``
-points at the embedded stack through ``${local:...}`` references; ``dev``, ``staging`` and
-``prod`` point at the workspace through ``${env:...}`` and ``${secret:...}`` references.
+An environment is ``environments/<name>.yml`` of the project (found from the current directory,
+then from the pipeline's path: :mod:`kafka_iceberg.locate`). ``local`` points at the embedded
+stack through ``${local:...}`` references and is built in (a packaged copy) for projects without
+their own; ``dev``, ``staging`` and ``prod`` point at the workspace through ``${env:...}`` and
+``${secret:...}`` references.
+
+A run needs only the references of what it uses: its Kafka settings, checkpoints, metrics,
+Spark settings and the catalogs its tables (and the event log) write to. References of the
+other catalogs are still shape-checked, and reported by ``validate`` as warnings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,10 +22,13 @@ from pydantic import Field, model_validator
 from kafka_iceberg.catalogs import CatalogProfile
 from kafka_iceberg.config import Frozen, key_path, parse_model, read_yaml
 from kafka_iceberg.errors import ConfigError, Problem
-from kafka_iceberg.refs import Resolver, find_refs, iter_strings, ref_problem
+from kafka_iceberg.locate import environment_dirs
+from kafka_iceberg.refs import Ref, Resolver, find_refs, iter_strings, ref_problem
 
-ENVIRONMENTS_DIR = "environments"
 DEFAULT_ENV = "local"
+# The embedded stack's environment, packaged: `--env local` works without environments/local.yml.
+# A byte-identical copy of environments/local.yml (a test keeps them equal).
+BUILTIN_LOCAL = Path(__file__).resolve().parent / "local" / "environment.yml"
 
 KafkaReader = Literal["spark", "direct", "replay"]
 
@@ -97,25 +106,36 @@ class Environment(Frozen):
         return list(self.catalogs)
 
 
-def find_environment_file(name: str, start: Path) -> Path | None:
-    """Look for ``environments/<name>.yml`` in ``start`` and its parents (like git finds .git)."""
-    start = start.resolve()
-    for directory in [start, *start.parents]:
+def find_environment_file(name: str, start: Path, cwd: Path | None = None) -> Path | None:
+    """The file of environment ``name``: the first ``environments/<name>.yml`` searched, else the built-in ``local``.
+
+    Args:
+        name: the environment (``--env``).
+        start: the pipeline file or directory.
+        cwd: the directory the command runs in (default: the current directory), searched first.
+    """
+    for directory in environment_dirs(start, cwd):
         for suffix in (".yml", ".yaml"):
-            candidate = directory / ENVIRONMENTS_DIR / f"{name}{suffix}"
+            candidate = directory / f"{name}{suffix}"
             if candidate.is_file():
                 return candidate
-    return None
+    return BUILTIN_LOCAL if name == DEFAULT_ENV else None
 
 
-def available_environments(start: Path) -> list[str]:
-    """Names of the environment files visible from ``start``."""
-    start = start.resolve()
-    for directory in [start, *start.parents]:
-        env_dir = directory / ENVIRONMENTS_DIR
-        if env_dir.is_dir():
-            return sorted(p.stem for p in env_dir.glob("*.y*ml"))
-    return []
+def available_environments(start: Path, cwd: Path | None = None) -> list[str]:
+    """Names of every environment visible from ``start`` (and ``cwd``), ``local`` included."""
+    names = {DEFAULT_ENV}
+    for directory in environment_dirs(start, cwd):
+        if directory.is_dir():
+            names.update(p.stem for p in directory.glob("*.y*ml"))
+    return sorted(names)
+
+
+def unknown_environment(name: str, start: Path, cwd: Path | None = None) -> Problem:
+    """The problem of an ``--env`` that no searched directory defines; it lists what was searched."""
+    known = ", ".join(available_environments(start, cwd))
+    searched = ", ".join(str(d / f"{name}.yml") for d in environment_dirs(start, cwd))
+    return Problem(str(start), "--env", name, f"one of {known} (searched {searched})", "UNKNOWN_ENVIRONMENT")
 
 
 def parse_environment(data: Any, *, file: str, name: str) -> Environment:
@@ -150,37 +170,52 @@ def parse_environment(data: Any, *, file: str, name: str) -> Environment:
     return env
 
 
-def load_environment(name: str, start: Path) -> Environment:
-    """Find and parse the environment ``name`` visible from ``start``.
+def load_environment(name: str, start: Path, cwd: Path | None = None) -> Environment:
+    """Find and parse the environment ``name`` visible from ``cwd`` and ``start`` (:func:`find_environment_file`).
 
     Raises:
         ConfigError: no such environment file, or it is invalid.
     """
-    path = find_environment_file(name, start)
+    path = find_environment_file(name, start, cwd)
     if path is None:
-        known = available_environments(start)
-        expected = "one of " + ", ".join(known) if known else f"a file {ENVIRONMENTS_DIR}/{name}.yml"
-        raise ConfigError.one(str(start), "--env", name, expected, "UNKNOWN_ENVIRONMENT")
+        raise ConfigError([unknown_environment(name, start, cwd)])
     return parse_environment(read_yaml(path), file=str(path), name=name)
 
 
-def missing_env_vars(env: Environment, environ: Mapping[str, str]) -> list[Problem]:
-    """``${env:VAR}`` references whose variable is unset (what ``validate`` reports)."""
-    problems = []
-    data = env.model_dump(mode="json")
-    for loc, raw in iter_strings(data):
-        for ref in find_refs(raw):
-            if ref.kind == "env" and ref.name not in environ:
-                problems.append(
-                    Problem(
-                        env.source_file,
-                        key_path(loc),
-                        ref.text,
-                        f"environment variable {ref.name} to be set",
-                        "UNSET_ENV_VAR",
-                    )
-                )
-    return problems
+def used_catalogs(env: Environment, table_catalogs: Collection[str]) -> set[str]:
+    """The catalogs a run writes to: its tables' (after ``--catalog``) and the event log's when enabled."""
+    used = set(table_catalogs)
+    if env.event_log.enabled and env.event_log.catalog:
+        used.add(env.event_log.catalog)
+    return used
+
+
+def references(
+    env: Environment, catalogs: Collection[str] | None = None, *, used: bool = True
+) -> list[tuple[str, Ref]]:
+    """``(key path, reference)`` of every reference a run writing to ``catalogs`` needs.
+
+    Everything outside ``catalogs:`` is needed by every run (Kafka, checkpoints, metrics, Spark
+    settings); a catalog profile only by runs that write to it. ``catalogs=None`` counts every
+    catalog as used; ``used=False`` returns the references the run does not need instead.
+    """
+    out: list[tuple[str, Ref]] = []
+    for loc, raw in iter_strings(env.model_dump(mode="json")):
+        needed = catalogs is None or loc[0] != "catalogs" or (len(loc) > 1 and loc[1] in catalogs)
+        if needed == used:
+            out.extend((key_path(loc), ref) for ref in find_refs(raw))
+    return out
+
+
+def missing_env_vars(
+    env: Environment, environ: Mapping[str, str], catalogs: Collection[str] | None = None, *, used: bool = True
+) -> list[Problem]:
+    """``${env:VAR}`` references whose variable is unset, among those :func:`references` selects."""
+    return [
+        Problem(env.source_file, path, ref.text, f"environment variable {ref.name} to be set", "UNSET_ENV_VAR")
+        for path, ref in references(env, catalogs, used=used)
+        if ref.kind == "env" and ref.name not in environ
+    ]
 
 
 def local_resolver(environ: Mapping[str, str] | None = None, stack_dir: Path | None = None) -> Resolver:
@@ -217,4 +252,7 @@ __all__ = [
     "local_resolver",
     "missing_env_vars",
     "parse_environment",
+    "references",
+    "unknown_environment",
+    "used_catalogs",
 ]

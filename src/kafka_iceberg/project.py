@@ -6,6 +6,7 @@ every problem at once, without a JVM, a broker or a catalog.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -20,13 +21,15 @@ from kafka_iceberg.environment import (
     find_environment_file,
     load_environment,
     missing_env_vars,
+    unknown_environment,
+    used_catalogs,
 )
 from kafka_iceberg.errors import ConfigError, Problem
+from kafka_iceberg.locate import BUNDLE_FILE, project_root
 from kafka_iceberg.spec.load import find_pipeline_files, load_pipeline
 from kafka_iceberg.spec.model import Pipeline, TableSpec
 
 ENV_VAR = "KAFKA_ICEBERG_ENV"
-BUNDLE_FILE = "databricks.yml"
 _VAR_REF = re.compile(r"\$\{var\.([A-Za-z0-9_]+)")
 
 
@@ -73,28 +76,37 @@ def catalog_problems(pipeline: Pipeline, env: Environment, override: str | None 
     return list({(p.key_path, str(p.value)): p for p in out}.values())
 
 
+def run_catalogs(
+    pipelines: list[Pipeline], env: Environment, override: str | None = None, formats: set[str] | None = None
+) -> set[str]:
+    """The catalogs a run of the ``formats`` tables of ``pipelines`` writes to, the event log's included."""
+    names = {
+        override or effective_catalog(table, pipeline, env)
+        for pipeline in pipelines
+        for table in pipeline.tables
+        if formats is None or table.source.format in formats
+    }
+    return used_catalogs(env, {n for n in names if n})
+
+
 @dataclass
 class Report:
-    """What ``validate`` checked."""
+    """What ``validate`` checked.
+
+    ``warnings`` never fail validation: references that cannot be resolved here but that no
+    table of the checked pipelines uses (another catalog's variables).
+    """
 
     pipelines: list[Pipeline] = field(default_factory=list)
     environments: list[Environment] = field(default_factory=list)
     bundle_files: list[Path] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def tables(self) -> int:
         """Number of tables across all pipelines."""
         return sum(len(p.tables) for p in self.pipelines)
-
-
-def find_project_root(start: Path) -> Path | None:
-    """The nearest directory at or above ``start`` holding ``databricks.yml``."""
-    start = start.resolve()
-    for directory in [start if start.is_dir() else start.parent, *start.parents]:
-        if (directory / BUNDLE_FILE).is_file():
-            return directory
-    return None
 
 
 def validate_project(
@@ -104,16 +116,23 @@ def validate_project(
     catalog: str | None = None,
     environ: Mapping[str, str] | None = None,
     check_bundle: bool = True,
+    formats: set[str] | None = None,
 ) -> Report:
     """Check pipelines, environments and bundle files together; never raises ConfigError.
 
+    The project (environments, bundle) is found from the current directory first, then from the
+    pipeline's path (:mod:`kafka_iceberg.locate`).
+
     Args:
         pipeline_path: a pipeline file, or a directory of them (``pipelines/``).
-        env_name: the environment whose ``${env:...}`` variables must be set; every environment
-            file is still parsed and checked against the pipelines' catalogs.
+        env_name: the environment whose ``${env:...}`` variables must be set, for what the
+            pipelines use (their catalogs, Kafka, checkpoints, the event log); those of the other
+            catalogs are warnings. Every environment file is still parsed and checked against
+            the pipelines' catalogs.
         catalog: a ``--catalog`` override to check instead of each table's own profile.
         environ: environment variables (default ``os.environ``).
         check_bundle: also check ``databricks.yml`` and ``resources/*.yml`` when present.
+        formats: only tables of these formats run (``ingest-<format>``); None for all.
     """
     environ = os.environ if environ is None else environ
     report = Report()
@@ -130,15 +149,7 @@ def validate_project(
     anchor = pipeline_path if pipeline_path.is_dir() else pipeline_path.parent
     names = available_environments(anchor)
     if env_name and env_name not in names:
-        report.problems.append(
-            Problem(
-                str(anchor),
-                "--env",
-                env_name,
-                "one of " + (", ".join(names) or "(no environments/ found)"),
-                "UNKNOWN_ENVIRONMENT",
-            )
-        )
+        report.problems.append(unknown_environment(env_name, anchor))
     for name in names:
         try:
             env = load_environment(name, anchor)
@@ -149,12 +160,22 @@ def validate_project(
         for pipeline in report.pipelines:
             report.problems.extend(catalog_problems(pipeline, env, catalog))
         if name == env_name:
-            report.problems.extend(missing_env_vars(env, environ))
-    root = find_project_root(anchor)
-    if check_bundle and root is not None:
+            used = run_catalogs(report.pipelines, env, catalog, formats)
+            report.problems.extend(missing_env_vars(env, environ, used))
+            report.warnings.extend(_unused(missing_env_vars(env, environ, used, used=False)))
+    root = project_root(anchor)
+    if check_bundle and root is not None and (root / BUNDLE_FILE).is_file():
         report.bundle_files, bundle_problems = check_bundle_files(root)
         report.problems.extend(bundle_problems)
     return report
+
+
+def _unused(problems: list[Problem]) -> list[Problem]:
+    """Unset variables of catalogs no checked table writes to, as warnings naming the catalog."""
+    # Only catalog profiles can be unused, so every key path is catalogs.<name>....
+    return [
+        dataclasses.replace(p, hint=f"catalog {p.key_path.split('.')[1]} is not used by these tables") for p in problems
+    ]
 
 
 def _job_problems(path: Path, key: str, job: Any, root: Path, targets: list[str]) -> list[Problem]:
@@ -201,7 +222,7 @@ def _job_problems(path: Path, key: str, job: Any, root: Path, targets: list[str]
         catalog = opts.get("--catalog")
         env_arg = opts.get("--env", "${bundle.target}")
         for target in targets if env_arg == "${bundle.target}" else [env_arg]:
-            env_file = find_environment_file(target, local_path.parent)
+            env_file = find_environment_file(target, local_path.parent, cwd=root)
             if env_file is None:
                 out.append(
                     Problem(
@@ -215,7 +236,7 @@ def _job_problems(path: Path, key: str, job: Any, root: Path, targets: list[str]
                 continue
             if catalog:
                 try:
-                    env = load_environment(target, local_path.parent)
+                    env = load_environment(target, local_path.parent, cwd=root)
                 except ConfigError:
                     continue  # reported with the environments
                 if catalog not in env.catalogs:

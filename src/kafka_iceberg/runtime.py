@@ -18,8 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.catalogs import RenderedCatalog, render
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
-from kafka_iceberg.environment import Environment, checkpoint_dir, load_environment, local_resolver
-from kafka_iceberg.errors import ConfigError
+from kafka_iceberg.environment import (
+    Environment,
+    checkpoint_dir,
+    load_environment,
+    local_resolver,
+    references,
+    used_catalogs,
+)
+from kafka_iceberg.errors import ConfigError, KafkaIcebergError, Problem
 from kafka_iceberg.kafka import client_config, resolved_client_config, spark_source_options
 from kafka_iceberg.observe.eventlog import EventLog
 from kafka_iceberg.observe.metrics import JsonLines, Metrics
@@ -77,7 +84,7 @@ def prepare(
     Raises:
         ConfigError: every problem of the pipeline, environment or the selection.
     """
-    report = validate_project(pipeline_path, env_name=env_name, catalog=catalog, check_bundle=False)
+    report = validate_project(pipeline_path, env_name=env_name, catalog=catalog, check_bundle=False, formats=formats)
     if report.problems:
         raise ConfigError(report.problems)
     anchor = pipeline_path if pipeline_path.is_dir() else pipeline_path.parent
@@ -94,9 +101,28 @@ def prepare(
         wanted = ", ".join(sorted(formats)) if formats else "any"
         raise ConfigError.one(str(pipeline_path), "tables", [], f"at least one table of format {wanted}", "NO_TABLES")
     prepared = Prepared(env, resolver_for(env), jobs)
-    names = {j.catalog for j in jobs} | ({env.event_log.catalog} if env.event_log.catalog else set())
+    # Only what the run writes to is rendered, so only its references are ever resolved.
+    names = used_catalogs(env, {j.catalog for j in jobs})
     prepared.rendered = {n: render(n, env.catalogs[n]) for n in sorted(names)}
     return prepared
+
+
+def unresolved_references(prepared: Prepared) -> list[Problem]:
+    """Resolve every reference the run uses (variables, secrets, the local stack); one problem per failure.
+
+    The references of catalogs the run does not write to are left alone: a job needs only what
+    it uses (``ingest-<format> --check``).
+    """
+    env = prepared.env
+    problems = []
+    for path, ref in references(env, set(prepared.rendered)):
+        try:
+            prepared.resolver.value(ref.text)
+        except KafkaIcebergError as exc:  # an unset variable, an unreadable secret, no local stack
+            problems.append(
+                Problem(env.source_file, path, ref.text, f"a reference that resolves ({exc})", "UNRESOLVED_REFERENCE")
+            )
+    return problems
 
 
 def open_session(prepared: Prepared) -> SparkSession:

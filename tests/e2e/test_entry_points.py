@@ -123,3 +123,22 @@ def test_maxcompute_abnormal_data_with_a_quarantine_table(stack, lake):
     assert q["key"] == b"101" and q["value"] == ABNORMAL[1][1].encode()
     assert q["_error_stage"] == "decode" and "extendinfos" in q["_error"]
     assert q["_pipeline"] == "example_quarantine" and q["_table"] == "examples.table_quarantined"
+
+
+def test_ingest_a_pipeline_file_outside_the_project(stack, lake, tmp_path):
+    """`ingest-text --pipeline /elsewhere/p.yml --env local`, started in the project root (issue 18)."""
+    from tests.support.kafka import create_topic
+    from tests.support.run import unique
+
+    ns, topic = unique("outside"), unique("outside")
+    pipeline = tmp_path / "x" / "p.yml"
+    pipeline.parent.mkdir()
+    pipeline.write_text(
+        f"pipeline: outside\ncatalog: lake\ntables:\n"
+        f"  - {{name: lines, namespace: {ns}, source: {{topics: [{topic}], format: text, mode: value}}}}\n"
+    )
+    create_topic(stack.kafka_bootstrap, topic)
+    produce(stack.kafka_bootstrap, topic, [("1", "first"), ("2", "second")], partition=0)
+    result = entry_point("ingest-text", "--pipeline", str(pipeline), "--env", "local", stack_dir=stack.run_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(r["offset"], r["value"]) for r in read(lake, f"{ns}.lines")] == [(0, "first"), (1, "second")]

@@ -221,6 +221,7 @@ def _project(root: Path, case: Case) -> list[str]:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_misconfiguration_exits_2_naming_file_key_and_allowed(case, tmp_path, monkeypatch, capsys):
     argv = _project(tmp_path, case)
+    monkeypatch.chdir(tmp_path)  # run from the project, as a user does: it is found from the current directory first
     for name in ("KI_CE_UNSET", "KI_CE_CLIENT_SECRET"):
         monkeypatch.delenv(name, raising=False)
     for name, value in case.environ.items():
@@ -247,7 +248,7 @@ def test_through_a_subprocess_as_a_user_runs_it(case_id, tmp_path):
     argv = _project(tmp_path, case)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KI_CE_")}
     result = subprocess.run(
-        [sys.executable, "-m", "kafka_iceberg.cli.main", *argv], capture_output=True, text=True, env=env, cwd=REPO
+        [sys.executable, "-m", "kafka_iceberg.cli.main", *argv], capture_output=True, text=True, env=env, cwd=tmp_path
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr

@@ -80,7 +80,7 @@ def test_every_example_pipeline_validates():
     assert {t.source.format for p in report.pipelines for t in p.tables} == {"text", "csv", "json", "flatten", "binary"}
 
 
-def test_bundle_problems_are_reported(tmp_path):
+def test_bundle_problems_are_reported(tmp_path, monkeypatch):
     import shutil
 
     for item in ("databricks.yml", "resources", "pipelines", "environments"):
@@ -88,6 +88,7 @@ def test_bundle_problems_are_reported(tmp_path):
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / item)
     job = tmp_path / "resources" / "ingest_json_lake.job.yml"
     job.write_text(job.read_text().replace("ingest-json", "ingest-jsonn").replace("- lake", "- lakehouse"))
+    monkeypatch.chdir(tmp_path)  # the project is found from the current directory first
     report = validate_project(tmp_path / "pipelines", env_name="local")
     codes = {p.code for p in report.problems}
     assert {"UNKNOWN_ENTRY_POINT", "UNKNOWN_CATALOG"} <= codes
@@ -109,3 +110,57 @@ def test_an_unexpected_failure_is_one_line_without_secrets(capsys):
     err = capsys.readouterr().err
     assert "IllegalStateException: cannot reach catalog" in err and "Traceback" not in err
     assert "sup3r-s3cret-token" not in err and "-v for the stack trace" in err
+
+
+# -- works from anywhere (issue 18) -------------------------------------------------------------
+def _package_only_env():
+    """The environment of a user's shell: PYTHONPATH gives the package under test alone (as an
+    installed wheel would), never the project root; with ``python -P`` the current directory is
+    not importable either."""
+    import os
+
+    import kafka_iceberg
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "PYTHONPATH": str(Path(kafka_iceberg.__file__).resolve().parents[1])}
+
+
+def test_transform_and_definitions_modules_import_from_the_project_root_without_pythonpath():
+    result = subprocess.run(
+        [sys.executable, "-P", "-m", "kafka_iceberg.cli.main", "validate", "--pipeline", "fixtures/pipelines"],
+        capture_output=True, text=True, cwd=REPO, env=_package_only_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "9 pipeline file(s)" in result.stdout
+
+
+@pytest.mark.parametrize("where", ["project_root", "elsewhere"])
+def test_a_pipeline_outside_the_project_validates_against_local(where, tmp_path, monkeypatch):
+    from kafka_iceberg.cli.main import main
+    from kafka_iceberg.environment import BUILTIN_LOCAL
+
+    pipeline = tmp_path / "x" / "p.yml"
+    pipeline.parent.mkdir()
+    pipeline.write_text((REPO / "fixtures" / "pipelines" / "text.yml").read_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cwd = REPO if where == "project_root" else elsewhere
+    monkeypatch.chdir(cwd)
+    report = validate_project(pipeline, env_name="local")
+    assert report.problems == []
+    (local,) = [e for e in report.environments if e.name == "local"]
+    expected = REPO / "environments" / "local.yml" if where == "project_root" else BUILTIN_LOCAL
+    assert local.source_file == str(expected)
+    assert main(["validate", "--pipeline", str(pipeline), "--env", "local"]) == 0
+
+
+def test_an_unknown_environment_exits_2_listing_what_was_searched(tmp_path, monkeypatch, capsys):
+    from kafka_iceberg.cli.main import main
+
+    pipeline = tmp_path / "p.yml"
+    pipeline.write_text((REPO / "fixtures" / "pipelines" / "text.yml").read_text())
+    monkeypatch.chdir(REPO)
+    assert main(["validate", "--pipeline", str(pipeline), "--env", "qa"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert str(REPO / "environments" / "qa.yml") in err and str(tmp_path / "environments" / "qa.yml") in err

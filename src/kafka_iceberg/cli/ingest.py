@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from kafka_iceberg.cli.output import run_guarded, setup_logging
-from kafka_iceberg.cli.pipelines import add_pipeline_args, add_run_args, cmd_maintain, run_tables
+from kafka_iceberg.cli.pipelines import add_check_arg, add_pipeline_args, add_run_args, cmd_maintain, run_tables
 
 
 def _ingest(fmt: str, argv: Sequence[str] | None) -> int:
@@ -20,6 +20,7 @@ def _ingest(fmt: str, argv: Sequence[str] | None) -> int:
     )
     add_pipeline_args(parser, pipeline_default=None)
     add_run_args(parser)
+    add_check_arg(parser)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
@@ -55,6 +56,7 @@ def maintain_tables(argv: Sequence[str] | None = None) -> None:
     """``maintain-tables``: the scheduled maintenance job's entry point."""
     parser = argparse.ArgumentParser(prog="maintain-tables", description="Maintain the tables of a pipeline.")
     add_pipeline_args(parser, pipeline_default=None)
+    add_check_arg(parser)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)

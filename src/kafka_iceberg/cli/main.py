@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kafka_iceberg.cli import pipelines
 from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, run_guarded, setup_logging, table
-from kafka_iceberg.cli.pipelines import add_pipeline_args, add_run_args
+from kafka_iceberg.cli.pipelines import add_check_arg, add_pipeline_args, add_run_args
 from kafka_iceberg.cli.workspace import add_workspace_parser
 from kafka_iceberg.paths import run_dir
 
@@ -73,6 +73,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     report = validate_project(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
+    for warning in report.warnings:  # on stderr, so stdout stays the one "valid:" line
+        emit(f"warning: {warning}", sys.stderr)
     if report.problems:
         raise ConfigError(report.problems)
     envs = ", ".join(e.name + ("*" if e.name == args.env else "") for e in report.environments)
@@ -121,10 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run every table of the pipeline(s)")
     add_pipeline_args(run)
     add_run_args(run)
+    add_check_arg(run)
     run.set_defaults(handler=pipelines.cmd_run)
 
     maintain = sub.add_parser("maintain", help="compaction, snapshot expiry, orphan files, manifest rewrites")
     add_pipeline_args(maintain)
+    add_check_arg(maintain)
     maintain.set_defaults(handler=pipelines.cmd_maintain)
 
     metrics = sub.add_parser("metrics", help="Prometheus text of the metrics the runs recorded")

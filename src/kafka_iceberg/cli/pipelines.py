@@ -29,6 +29,34 @@ def add_pipeline_args(parser: argparse.ArgumentParser, *, pipeline_default: str 
     parser.add_argument("--catalog", help="catalog profile overriding the tables' own")
 
 
+def add_check_arg(parser: argparse.ArgumentParser) -> None:
+    """``--check``: a job's start-up checks alone, e.g. with only a cluster's variables set."""
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="validate and resolve every variable and secret the run uses, then exit (no Spark, nothing read)",
+    )
+
+
+def check_start(prepared: Prepared) -> int:
+    """What ``--check`` does after :func:`~kafka_iceberg.runtime.prepare`: resolve what the run uses.
+
+    Raises:
+        ConfigError: one problem per reference that does not resolve.
+    """
+    from kafka_iceberg.errors import ConfigError
+    from kafka_iceberg.runtime import unresolved_references
+
+    problems = unresolved_references(prepared)
+    if problems:
+        raise ConfigError(problems)
+    emit(
+        f"ready: {len(prepared.jobs)} table(s), environment {prepared.env.name}, "
+        f"catalog(s) {', '.join(prepared.rendered)}"
+    )
+    return EXIT_OK
+
+
 def add_run_args(parser: argparse.ArgumentParser) -> None:
     """Options of long runs."""
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT while running")
@@ -78,6 +106,8 @@ def run_tables(args: argparse.Namespace, formats: set[str] | None) -> int:
     from kafka_iceberg.runtime import observers_for, open_session, prepare, run, stop_on_signals
 
     prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog, formats=formats)
+    if getattr(args, "check", False):
+        return check_start(prepared)
     if getattr(args, "available_now", False):
         force_available_now(prepared)
     spark = open_session(prepared)
@@ -153,6 +183,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     from kafka_iceberg.runtime import maintenance_targets, observers_for, open_session, prepare
 
     prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
+    if getattr(args, "check", False):
+        return check_start(prepared)
     spark = open_session(prepared)
     observers = observers_for(prepared, spark, prepared.jobs[0].pipeline.pipeline, Progress(enabled=False))
     rows = []

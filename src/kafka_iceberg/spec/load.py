@@ -16,6 +16,7 @@ from typing import Any
 from kafka_iceberg.config import parse_model, read_yaml
 from kafka_iceberg.decode.arrow import unsupported as arrow_unsupported
 from kafka_iceberg.errors import MISSING, ConfigError, Problem
+from kafka_iceberg.locate import make_importable
 from kafka_iceberg.spec.columns import FIXED_COLUMNS, payload_columns, table_columns
 from kafka_iceberg.spec.model import Pipeline, SourceLocation, TableSpec
 from kafka_iceberg.spec.partitioning import check_against_columns
@@ -245,11 +246,16 @@ def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | No
 def load_pipeline(path: Path) -> Pipeline:
     """Find, read and parse one pipeline file, then register tables from its ``definitions``.
 
+    The project roots (the current directory's, then the pipeline's) are put on ``sys.path`` first,
+    so ``transform:`` and ``definitions`` modules import from the project without PYTHONPATH.
+
     Raises:
         ConfigError: the file or any table in it (YAML or Python) is invalid.
     """
     from kafka_iceberg.api import load_definitions
 
+    # The one place modules named by `transform:` and `definitions` become importable from the project.
+    make_importable(path)
     data = read_pipeline_file(path)
     pipeline = parse_pipeline(data, file=str(path), base_dir=path.parent)
     if not pipeline.definitions:
