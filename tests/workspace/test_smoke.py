@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kafka_iceberg.cli.main import main
-from tests.workspace.standin import FORMATS, TOKEN, Workspace, summary_logs
+from tests.workspace.standin import FORMATS, STAGING_ROOT, TOKEN, Workspace, summary_logs
 
 STAGING_IDS = [11, 12, 13, 14, 15]
 FAST = ["--poll", "0.01", "--timeout", "10"]
@@ -36,7 +36,7 @@ def test_smoke_triggers_each_staging_ingest_job_once_with_available_now(workspac
     assert [r.body["job_id"] for r in runs] == STAGING_IDS  # not the prod copy (90), hand-made (91), maintenance (92)
     for r in runs:
         assert r.body["python_params"] == [
-            "--pipeline", "/Workspace/Shared/.bundle/kafka_iceberg/staging/files/pipelines/shop.yml",
+            "--pipeline", f"{STAGING_ROOT}/files/pipelines/shop.yml",
             "--env", "staging", "--catalog", "lake", "--available-now",
         ]  # fmt: skip
     assert all(r.authorization == f"Bearer {TOKEN}" for r in workspace.api_calls())
