@@ -12,11 +12,9 @@ from __future__ import annotations
 import base64
 import json
 import os
-import secrets
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +153,7 @@ def test_the_stack_really_checks_credentials(stack):
         "log_level": "0",
     }
     assert AdminClient({**sasl, "sasl.password": stack.kafka_sasl_password}).list_topics(timeout=10).brokers
-    with pytest.raises(Exception, match="(?i)authentication|timed out"):
+    with pytest.raises(Exception, match=r"(?i)authentication|timed out"):
         AdminClient({**sasl, "sasl.password": "wrong"}).list_topics(timeout=5)
 
 

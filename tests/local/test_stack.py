@@ -57,7 +57,7 @@ def test_the_sasl_listener_takes_the_scram_user_and_refuses_a_wrong_password(sta
         }
 
     assert AdminClient(sasl(stack.kafka_sasl_password)).list_topics(timeout=10).brokers
-    with pytest.raises(Exception, match="(?i)authentication|timed out"):
+    with pytest.raises(Exception, match=r"(?i)authentication|timed out"):
         AdminClient(sasl("not-the-password")).list_topics(timeout=5)
 
 
