@@ -3,8 +3,8 @@
 A flatten table (the 20-column schema, ``processing_time: "1 second"``) runs in a thread through
 :func:`kafka_iceberg.runtime.run` with the ``local`` environment (Spark's Kafka source on the
 local Apache Kafka broker). A producer sends timestamped records at a steady rate. Afterwards
-every record's Kafka timestamp (CreateTime, taken by the producer client at ``produce()``) is matched with the first snapshot whose commit marker covers
-its offset:
+every record's Kafka timestamp (CreateTime, taken by the producer client at ``produce()``) is
+matched with the first snapshot whose commit marker covers its offset:
 
 - ``visible`` = when the runner's observer saw the batch report, i.e. right after the commit
   returned: from then on any reader loading the table sees the record (primary figure);
