@@ -45,8 +45,7 @@ BLOBS = [(None, bytes([0, 1, 2, 253, 254, 255]))]
 
 
 def _produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]]) -> int:
-    from confluent_kafka import Producer
-    from confluent_kafka import NewTopic
+    from confluent_kafka import NewTopic, Producer
     from confluent_kafka.admin import AdminClient
 
     # Three partitions, so the output shows keys spread over partitions (and upserts across them).
