@@ -45,8 +45,8 @@ BLOBS = [(None, bytes([0, 1, 2, 253, 254, 255]))]
 
 
 def _produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]]) -> int:
-    from confluent_kafka import NewTopic, Producer
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported
 
     # Three partitions, so the output shows keys spread over partitions (and upserts across them).
     admin = AdminClient({"bootstrap.servers": bootstrap})
