@@ -155,7 +155,8 @@ class TableMaintainer:
         days = self.spec.maintenance.orphan_files.older_than_days
         older_than = int(self.clock().timestamp() * 1000 - days * DAY_MS)
         action = self._actions().deleteOrphanFiles(table).olderThan(older_than)
-        prefix_io = jvm(self.spark).java.lang.Class.forName("org.apache.iceberg.io.SupportsPrefixOperations")
+        # py4j resolves the class through Spark's class loader (Class.forName would not see spark.jars).
+        prefix_io = jvm(self.spark).org.apache.iceberg.io.SupportsPrefixOperations._java_lang_class
         if prefix_io.isInstance(table.io()):
             # S3FileIO lists by prefix; the default Hadoop listing needs an s3 FileSystem (S3A) that
             # the local runtime does not ship and that clusters need not have for an S3 Tables bucket.
