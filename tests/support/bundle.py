@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -176,27 +176,28 @@ class Bundle:
             "workspace.current_user.userName": STANDIN_USER,
             "workspace.current_user.short_name": STANDIN_USER.partition("@")[0],
         }
-        mutated = {key: self._mutate(job) for key, job in self._jobs(target).items()}
+        mutated = {key: self._mutate(job, target, variables) for key, job in self._jobs(target).items()}
         jobs = {key: _interpolate(job, variables, context) for key, job in mutated.items()}
         leftovers = sorted({m for job in jobs.values() for m in REFERENCE.findall(yaml.safe_dump(job))})
         if leftovers:
             raise BundleError(f"target {target}: references the harness cannot resolve: {leftovers}")
         return Rendered(target, variables, jobs)
 
-    def _mutate(self, job: dict[str, Any]) -> dict[str, Any]:
+    def _mutate(self, job: dict[str, Any], target: str, variables: Mapping[str, Any]) -> dict[str, Any]:
         """``python.mutators``: each job through the bundle's own ``@job_mutator`` functions."""
+        from databricks.bundles.core import Bundle as MutatorBundle
         from databricks.bundles.jobs import Job
 
         mutators = (self.main.get("python") or {}).get("mutators") or []
         if not mutators:
             return job
-        model = Job.from_dict(job)
+        bundle = MutatorBundle(target=target, variables=dict(variables))
+        model = Job.from_dict(cast(Any, job))
         for spec in mutators:
             module, name = spec.split(":")
             mutator = getattr(importlib.import_module(module), name)
-            model = mutator.function(None, model) if hasattr(mutator, "function") else mutator(None, model)
-        result: dict[str, Any] = model.as_dict()
-        return result
+            model = mutator.function(bundle, model) if hasattr(mutator, "function") else mutator(bundle, model)
+        return dict(model.as_dict())
 
 
 def _merge(base: Any, override: Any) -> Any:

@@ -68,11 +68,13 @@ class ClusterVenv:
         return self.path / "bin"
 
     @classmethod
-    def create(cls, wheel: Path, path: Path) -> ClusterVenv:
+    def create(cls, wheel: Path, path: Path, extras: Sequence[str] = ()) -> ClusterVenv:
+        """Install ``wheel`` (with its optional dependency groups ``extras``) and the pinned pyspark."""
         started = time.monotonic()
+        requirement = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
         subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, text=True)
         subprocess.run(
-            [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel), pinned("pyspark")],
+            [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet", requirement, pinned("pyspark")],
             check=True,
             capture_output=True,
             text=True,
