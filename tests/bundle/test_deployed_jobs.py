@@ -50,7 +50,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def cluster_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> ClusterVenv:
-    """The built wheel in a fresh virtualenv, once per session (about 40 s with a warm pip cache)."""
+    """The built wheel in a fresh virtualenv, once per session (40-80 s with a warm pip cache)."""
     return ClusterVenv.create(wheel, tmp_path_factory.mktemp("cluster") / "venv")
 
 
