@@ -9,149 +9,31 @@ clusters are discovered, not named, so the tests follow however ``resources/`` i
 
 from __future__ import annotations
 
-import glob
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import tomllib
 import yaml
 
 import kafka_iceberg
-from kafka_iceberg.refs import find_refs, iter_strings, secret_env_name
+from kafka_iceberg.refs import find_refs, iter_strings
+from tests.support.bundle import LOCAL_TARGET, Bundle, WheelTask, resolve_secret_references
+from tests.workspace.standin import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 # The package under test, importable the way the job cluster's installed wheel makes it: alone.
 PACKAGE_DIR = Path(kafka_iceberg.__file__).resolve().parents[1]
 SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-VAR = re.compile(r"\$\{var\.([A-Za-z0-9_]+)\}")
+BUNDLE = Bundle(REPO)
+# The workspace targets; `local` runs against the local stack (tests/bundle/test_deployed_jobs.py).
+TARGETS = [t for t in BUNDLE.targets if t != LOCAL_TARGET]
+TASKS = [t for target in TARGETS for t in BUNDLE.render(target).wheel_tasks() if t.package_name == "kafka_iceberg"]
 
 
-def _bundle_documents() -> list[dict[str, Any]]:
-    root = yaml.safe_load((REPO / "databricks.yml").read_text())
-    docs = [root]
-    for pattern in root.get("include") or []:
-        docs += [yaml.safe_load(Path(p).read_text()) or {} for p in sorted(glob.glob(str(REPO / pattern)))]
-    return docs
-
-
-DOCS = _bundle_documents()
-BUNDLE = DOCS[0]
-TARGETS = list(BUNDLE["targets"])
-
-
-def _merge(base: Any, override: Any) -> Any:
-    """Databricks' target override: mappings merge; job clusters and tasks merge by their key."""
-    if isinstance(base, dict) and isinstance(override, dict):
-        return {**base, **{k: _merge(base[k], v) if k in base else v for k, v in override.items()}}
-    if isinstance(base, list) and isinstance(override, list):
-        for key in ("job_cluster_key", "task_key"):
-            if all(isinstance(i, dict) and key in i for i in [*base, *override]):
-                merged = {i[key]: i for i in base}
-                for item in override:
-                    merged[item[key]] = _merge(merged.get(item[key], {}), item)
-                return list(merged.values())
-    return override
-
-
-def _variables(target: str) -> dict[str, Any]:
-    values = {name: decl.get("default") for name, decl in (BUNDLE.get("variables") or {}).items()}
-    for doc in DOCS:
-        for name, value in (((doc.get("targets") or {}).get(target) or {}).get("variables") or {}).items():
-            is_complex = (BUNDLE["variables"].get(name) or {}).get("type") == "complex"
-            values[name] = value["default"] if is_complex and isinstance(value, dict) and "default" in value else value
-    return values
-
-
-def _interpolate(value: Any, target: str, variables: dict[str, Any]) -> Any:
-    """Bundle interpolation, with ``${workspace.file_path}`` the repository (the synced bundle files)."""
-    if isinstance(value, dict):
-        return {k: _interpolate(v, target, variables) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interpolate(v, target, variables) for v in value]
-    if not isinstance(value, str):
-        return value
-    whole = VAR.fullmatch(value)
-    if whole:  # a complex variable keeps its structure
-        return _interpolate(variables[whole[1]], target, variables)
-    value = VAR.sub(lambda m: str(_interpolate(variables[m[1]], target, variables)), value)
-    return (
-        value.replace("${workspace.file_path}", str(REPO))
-        .replace("${bundle.target}", target)
-        .replace("${bundle.name}", BUNDLE["bundle"]["name"])
-    )
-
-
-def _jobs(target: str) -> dict[str, Any]:
-    jobs: dict[str, Any] = {}
-    for doc in DOCS:
-        jobs.update((doc.get("resources") or {}).get("jobs") or {})
-    for doc in DOCS:
-        overrides = ((((doc.get("targets") or {}).get(target) or {}).get("resources") or {}).get("jobs")) or {}
-        for key, job in overrides.items():
-            jobs[key] = _merge(jobs.get(key, {}), job)
-    return jobs
-
-
-@dataclass(frozen=True)
-class Task:
-    target: str
-    job: str
-    task: str
-    entry_point: str
-    parameters: tuple[str, ...]
-    env_vars: tuple[tuple[str, str], ...]
-
-    @property
-    def id(self) -> str:
-        return f"{self.target}-{self.job}-{self.task}"
-
-    def option(self, name: str) -> str | None:
-        args = list(self.parameters)
-        return args[args.index(name) + 1] if name in args else None
-
-
-def _cluster(job: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
-    if "new_cluster" in task:
-        return dict(task["new_cluster"])
-    for cluster in job.get("job_clusters") or []:
-        if cluster.get("job_cluster_key") == task.get("job_cluster_key"):
-            return dict(cluster["new_cluster"])
-    raise AssertionError(f"task {task.get('task_key')} runs on no job cluster of its job: extend this test")
-
-
-def _tasks() -> list[Task]:
-    out = []
-    for target in TARGETS:
-        variables = _variables(target)
-        for key, raw_job in _jobs(target).items():
-            job = _interpolate(raw_job, target, variables)
-            for task in job.get("tasks") or []:
-                wheel = task.get("python_wheel_task")
-                if not wheel or wheel.get("package_name") != "kafka_iceberg":
-                    continue
-                env_vars = _cluster(job, task).get("spark_env_vars") or {}
-                out.append(
-                    Task(
-                        target,
-                        key,
-                        task["task_key"],
-                        wheel["entry_point"],
-                        tuple(str(p) for p in wheel.get("parameters") or []),
-                        tuple(sorted((k, str(v)) for k, v in env_vars.items())),
-                    )
-                )
-    return out
-
-
-TASKS = _tasks()
-
-
-def _used_secrets(task: Task) -> set[str]:
+def _used_secrets(task: WheelTask) -> set[str]:
     """``scope/key`` of each secret of what the task uses: everything outside ``catalogs:`` of its
     environment, its ``--catalog`` (every catalog without one) and the event log's catalog."""
     env_name, catalog = task.option("--env"), task.option("--catalog")
@@ -166,10 +48,13 @@ def _used_secrets(task: Task) -> set[str]:
     }
 
 
-def _standin_secrets(task: Task) -> dict[str, str]:
-    """A stand-in secret scope holding fake values of the task's secrets, nothing more, served
-    through the local secret mechanism (``$KAFKA_ICEBERG_SECRET__SCOPE__KEY``, refs.py)."""
-    return {secret_env_name(*name.split("/", 1)): f"standin-{name}" for name in _used_secrets(task)}
+def _standin_scope(task: WheelTask) -> Workspace:
+    """A stand-in workspace whose secret scopes hold fake values of the task's secrets, nothing more."""
+    workspace = Workspace()
+    for name in _used_secrets(task):
+        scope, key = name.split("/", 1)
+        workspace.secrets.setdefault(scope, {})[key] = f"standin-{name}"
+    return workspace
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -179,9 +64,12 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     )
 
 
-def _cluster_environment(task: Task, *, secrets: bool) -> dict[str, str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONPATH": str(PACKAGE_DIR), **dict(task.env_vars)}
-    return {**env, **_standin_secrets(task)} if secrets else env
+def _cluster_environment(task: WheelTask, workspace: Workspace) -> tuple[dict[str, str], list[str]]:
+    """The cluster's ``spark_env_vars`` with its ``{{secrets/...}}`` read from ``workspace``, and the
+    secrets it lacks (with which Databricks would not start the cluster)."""
+    lookup = resolve_secret_references(task.spark_env_vars, workspace.secret)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONPATH": str(PACKAGE_DIR), **lookup.env}
+    return env, lookup.missing
 
 
 def test_every_target_has_tasks_to_check():
@@ -202,9 +90,8 @@ def test_task_validates_with_only_its_cluster_environment(task, tmp_path):
     argv = ["--pipeline", task.option("--pipeline"), "--env", task.option("--env")]
     if task.option("--catalog"):
         argv += ["--catalog", task.option("--catalog")]
-    result = _run(
-        ["-m", "kafka_iceberg.cli.main", "validate", *argv], _cluster_environment(task, secrets=False), tmp_path
-    )
+    env, _ = _cluster_environment(task, Workspace())  # `validate` reads no secret
+    result = _run(["-m", "kafka_iceberg.cli.main", "validate", *argv], env, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -214,7 +101,9 @@ def test_task_starts_with_only_its_cluster_environment(task, tmp_path):
     variable and secret the run uses, started outside the project as on a cluster."""
     module, function = SCRIPTS[task.entry_point].split(":")
     code = f"import sys; from {module} import {function} as main; sys.argv[0] = {task.entry_point!r}; main()"
-    result = _run(["-c", code, *task.parameters, "--check"], _cluster_environment(task, secrets=True), tmp_path)
+    env, missing = _cluster_environment(task, _standin_scope(task))
+    assert not missing, f"the cluster refers to secrets the task does not use: {missing}"
+    result = _run(["-c", code, *task.parameters, "--check"], env, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ready:" in result.stdout
 
@@ -223,7 +112,10 @@ def test_a_task_still_needs_the_secrets_it_uses(tmp_path):
     task = next(t for t in TASKS if t.entry_point.startswith("ingest-") and _used_secrets(t))
     module, function = SCRIPTS[task.entry_point].split(":")
     code = f"import sys; from {module} import {function} as main; main()"
-    result = _run(["-c", code, *task.parameters, "--check"], _cluster_environment(task, secrets=False), tmp_path)
+    # An empty scope: Databricks would not start the cluster; started anyway, the job says what is missing.
+    env, missing = _cluster_environment(task, Workspace())
+    assert set(missing) == _used_secrets(task)
+    result = _run(["-c", code, *task.parameters, "--check"], env, tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     # Each problem line shows the reference that did not resolve: exactly the used secrets.

@@ -48,6 +48,13 @@ class Workspace:
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # run_id -> {"job_id", "gets"}
     task_runs: dict[int, int] = field(default_factory=dict)  # task run id -> job_id
     next_run: int = 1000
+    # scope -> key -> value: the workspace's secret scopes (`databricks secrets put-secret`), which
+    # a job cluster reads for its {{secrets/<scope>/<key>}} variables when it starts
+    secrets: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def secret(self, scope: str, key: str) -> str | None:
+        """The value of ``scope/key``, or None when the scope or the key does not exist."""
+        return self.secrets.get(scope, {}).get(key)
 
     def api_calls(self) -> list[Request]:
         return [r for r in self.requests if r.path.startswith("/api/")]

@@ -153,7 +153,7 @@ def test_unknown_target_is_a_configuration_error(workspace, capsys):
     _, err = capsys.readouterr()
 
     assert code == 2
-    assert "expected one of dev, prod, staging" in err
+    assert "expected one of dev, local, prod, staging" in err  # `local`: the harness target
     assert workspace.api_calls() == []
 
 
