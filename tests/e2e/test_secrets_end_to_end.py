@@ -12,11 +12,9 @@ from __future__ import annotations
 import base64
 import json
 import os
-import secrets
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.spec.model import SCHEMA_FORMATS, TableSpec
 from kafka_iceberg.spec.types import columns_from_json_schema
 
 KAFKA_COLUMNS: dict[str, str] = {"topic": "string", "partition": "int", "offset": "long", "timestamp": "timestamp"}
@@ -31,6 +31,8 @@ def payload_columns(spec: TableSpec, base_dir: Path | None = None) -> dict[str, 
         return {"key": "string", "value": "string"}
     if fmt == "binary":
         return {"key": "binary", "value": "binary"}
+    if fmt in SCHEMA_FORMATS or spec.source.envelope == "debezium":
+        return None  # from the message schema (registry, Avro file or Debezium envelope), per batch
     if spec.schema_ is None:
         return None
     if spec.schema_.columns is not None:
