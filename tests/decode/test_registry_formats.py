@@ -141,3 +141,80 @@ def test_avro_logical_and_nested_types_land_typed(registry: str, run: Any) -> No
     assert row["attrs"] == {"x": 1}
     assert row["addr"]["city"] == "Oslo"
     assert row["note"] is None
+
+
+ORDER_PROTO = """
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
+message Order {
+  int64 id = 1;
+  string name = 2;
+  message Line { string sku = 1; int32 qty = 2; }
+  repeated Line lines = 3;
+  google.protobuf.Timestamp at = 4;
+  google.protobuf.StringValue note = 5;
+  map<string, int64> attrs = 6;
+  enum Kind { A = 0; B = 1; }
+  Kind kind = 7;
+}
+"""
+
+
+def order_class() -> Any:
+    from google.protobuf import message_factory
+
+    from kafka_iceberg.decode.protobuf import _pool, compile_proto
+
+    _, file_desc = _pool((compile_proto(ORDER_PROTO, "shop/order.proto", []),))
+    return message_factory.GetMessageClass(file_desc.message_types_by_name["Order"])
+
+
+def test_protobuf_nested_messages_repeated_fields_and_well_known_types(registry: str, run: Any) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    from tests.decode.conftest import Msg
+
+    topic = f"proto_{uuid.uuid4().hex[:6]}"
+    order = order_class()
+    serializer = ProtobufSerializer(order, SchemaRegistryClient({"url": registry}), {"use.deprecated.format": False})
+    message = order(id=7, name="box", kind=1)
+    line = message.lines.add()
+    line.sku, line.qty = "a", 2
+    message.at.FromDatetime(dt.datetime(2024, 1, 2, 3, 4, 5))
+    message.note.value = "fragile"
+    message.attrs["w"] = 3
+    data = serializer(message, SerializationContext(topic, MessageField.VALUE))
+    spec = table("protobuf", source_schema_registry={"url": registry})
+    spec = spec.model_copy(update={"source": spec.source.model_copy(update={"topics": [topic]})})
+    result = run(spec, [Msg(None, data, topic=topic), Msg(None, data[:7] + b"\xff\xff", topic=topic)])
+    row = result.rows[0]
+    assert (row["id"], row["name"], row["kind"], row["note"]) == (7, "box", "B", "fragile")
+    assert [(x["sku"], x["qty"]) for x in row["lines"]] == [("a", 2)]
+    assert row["at"] == dt.datetime(2024, 1, 2, 3, 4, 5)
+    assert row["attrs"] == {"w": 3}
+    assert list(result.reasons()) == [1]
+
+
+def test_json_schema_documents_are_validated_against_the_writer_schema(registry: str, run: Any) -> None:
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+
+    from tests.decode.conftest import Msg
+
+    topic = f"js_{uuid.uuid4().hex[:6]}"
+    schema = {
+        "title": "Click",
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "page": {"type": "string"}, "ctx": {"type": "object"}},
+        "required": ["id"],
+    }
+    serializer = JSONSerializer(json.dumps(schema), SchemaRegistryClient({"url": registry}))
+    good = serializer({"id": 1, "page": "/", "ctx": {"a": 1}}, SerializationContext(topic, MessageField.VALUE))
+    assert good is not None
+    bad = good[:5] + b'{"page": 3}'
+    spec = table("json_schema", source_schema_registry={"url": registry})
+    spec = spec.model_copy(update={"source": spec.source.model_copy(update={"topics": [topic]})})
+    result = run(spec, [Msg(None, good, topic=topic), Msg(None, bad, topic=topic)])
+    assert [(r["id"], r["page"], r["ctx"]) for r in result.rows] == [(1, "/", '{"a":1}')]
+    assert "does not match writer schema" in result.reasons()[1]

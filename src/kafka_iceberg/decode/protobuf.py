@@ -76,7 +76,7 @@ def _to_file(schema: RegisteredSchema, file_name: str, deps: list[bytes]) -> byt
         proto = descriptor_pb2.FileDescriptorProto()
         proto.ParseFromString(base64.b64decode(schema.schema, validate=True))
         if proto.message_type or proto.enum_type:
-            return proto.SerializeToString()
+            return bytes(proto.SerializeToString())
     except (binascii.Error, ValueError, Exception):
         pass
     return compile_proto(schema.schema, file_name, deps)
@@ -115,7 +115,7 @@ def compile_proto(text: str, file_name: str, deps: list[bytes]) -> bytes:
             raise ValueError(f"the registered .proto schema {file_name} does not compile (protoc exit {code})")
         parsed = descriptor_pb2.FileDescriptorSet()
         parsed.ParseFromString(out.read_bytes())
-        return parsed.file[-1].SerializeToString()
+        return bytes(parsed.file[-1].SerializeToString())
 
 
 def _pool(files: tuple[bytes, ...]) -> tuple[Any, Any]:
