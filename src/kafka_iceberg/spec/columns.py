@@ -27,12 +27,12 @@ def payload_columns(spec: TableSpec, base_dir: Path | None = None) -> dict[str, 
         ValueError: the JSON Schema file is not an object schema.
     """
     fmt = spec.source.format
+    if fmt in SCHEMA_FORMATS or spec.source.envelope == "debezium":
+        return None  # from the message schema (registry, Avro file or Debezium envelope), per batch
     if fmt in ("text", "json"):
         return {"key": "string", "value": "string"}
     if fmt == "binary":
         return {"key": "binary", "value": "binary"}
-    if fmt in SCHEMA_FORMATS or spec.source.envelope == "debezium":
-        return None  # from the message schema (registry, Avro file or Debezium envelope), per batch
     if spec.schema_ is None:
         return None
     if spec.schema_.columns is not None:
