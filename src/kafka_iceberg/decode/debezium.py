@@ -118,7 +118,15 @@ def connect_type(schema: Mapping[str, Any]) -> DataType:
         return T.ArrayType(connect_type(schema["items"]), True)
     if kind == "map":
         return T.MapType(connect_type(schema["keys"]), connect_type(schema["values"]), True)
-    return T._parse_datatype_string(_CONNECT.get(str(kind), "string"))
+    simple = {
+        "int": T.IntegerType(),
+        "bigint": T.LongType(),
+        "float": T.FloatType(),
+        "double": T.DoubleType(),
+        "boolean": T.BooleanType(),
+        "binary": T.BinaryType(),
+    }
+    return simple.get(_CONNECT.get(str(kind), "string"), T.StringType())
 
 
 def connect_values(value: Any, schema: Mapping[str, Any]) -> Any:
