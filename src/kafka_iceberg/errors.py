@@ -159,3 +159,7 @@ class RecordError(KafkaIcebergError):
         self.offset = offset
         self.stage = stage
         self.reason = reason
+
+
+class RegistryUnavailableError(KafkaIcebergError):
+    """The schema registry did not answer (or answered with a server error) through every retry."""

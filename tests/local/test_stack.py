@@ -40,7 +40,8 @@ def test_status_json_has_the_documented_shape(stack, tmp_path):
     assert set(status["s3"]) == {"endpoint", "region", "access_key_id", "secret_access_key", "bucket"}
     assert status["catalog"] == {"type": "rest", "uri": stack.catalog_uri, "warehouse": "s3://warehouse"}
     assert status["run_dir"] == stack.run_dir
-    assert status["health"] == {"seaweedfs": True, "kafka": True}
+    assert status["health"] == {"seaweedfs": True, "kafka": True, "registry": True}
+    assert status["schema_registry"] == {"url": stack.registry_url}
 
 
 def test_the_sasl_listener_takes_the_scram_user_and_refuses_a_wrong_password(stack):

@@ -74,7 +74,7 @@ def test_invalid_decorator_arguments_name_the_python_file_and_line():
     registry = ki.ListRegistry()
     with pytest.raises(ConfigError) as err, ki.registration_context(registry):
 
-        @ki.table(namespace="bad-ns", source={"topics": ["t"], "format": "avro"})
+        @ki.table(namespace="bad-ns", source={"topics": ["t"], "format": "parquet"})
         def broken(df):
             return df
 

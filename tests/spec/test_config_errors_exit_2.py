@@ -71,8 +71,8 @@ CASES = [
     Case("bad_topic_regex", HEAD + "    source: {topic_pattern: '(', format: json}\n",
          ("tables[0].source.topic_pattern", "a valid regular expression")),
     # enums
-    Case("bad_format", HEAD + "    source: {topics: [orders], format: protobuf}\n",
-         ("tables[0].source.format", "'text', 'csv', 'json', 'flatten' or 'binary'")),
+    Case("bad_format", HEAD + "    source: {topics: [orders], format: parquet}\n",
+         ("tables[0].source.format", "'binary', 'avro', 'protobuf' or 'json_schema'")),
     Case("bad_mode", HEAD + "    source: {topics: [orders], format: json, mode: both}\n",
          ("tables[0].source.mode", "'key', 'value' or 'default'")),
     Case("mode_default_for_json", HEAD + "    source: {topics: [orders], format: json, mode: default}\n",

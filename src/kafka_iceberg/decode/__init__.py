@@ -26,6 +26,7 @@ from kafka_iceberg.decode.plan import (
     kafka_frame,
 )
 from kafka_iceberg.decode.pt import pt_value
+from kafka_iceberg.decode.schemaful import decode_schemaful, is_schemaful
 from kafka_iceberg.decode.simple import binary_plan, json_plan, text_plan
 from kafka_iceberg.decode.sql import new_nonce
 from kafka_iceberg.errors import ConfigError
@@ -114,6 +115,17 @@ def decode(
         raise _config_error(spec, "source.mode", mode, f"key or value (format {fmt} decodes one part)")
     nonce = new_nonce()
     frame = kafka_frame(df)
+    if is_schemaful(spec):
+        rows, errors, outcome, columns = decode_schemaful(
+            frame,
+            spec,
+            pt=pt_value(spec.partition_window, flush_time),
+            include_headers=spec.source.include_headers,
+            base_dir=base_dir,
+        )
+        known = dict(known_columns or {})
+        new = {f.name: f.dataType.simpleString() for f in columns.fields if f.name not in known}
+        return Decoded(rows=rows, errors=errors, new_columns=new, outcome=outcome)
     new_columns: dict[str, str] = {}
     arrow_columns: dict[str, str] = {}
     required: set[str] = set()

@@ -48,7 +48,9 @@ KAFKA_STORAGE_TOOL = "kafka.tools.StorageTool"
 SASL_MECHANISM = "SCRAM-SHA-512"
 SASL_USER = "kafka-iceberg"
 SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA = "seaweedfs", "s3", "catalog", "kafka"
-SPLIT_SERVICES = (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA)
+REGISTRY = "registry"
+REGISTRY_MAIN = "kafka_iceberg.local.registry"
+SPLIT_SERVICES = (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA, REGISTRY)
 START_TIMEOUT_S = 60.0
 _INSTALL_HINT = "pip install 'kafka-iceberg[local]'"
 
@@ -120,6 +122,11 @@ class StackState:
         return f"127.0.0.1:{self.services[KAFKA].ports['sasl']}"
 
     @property
+    def registry_url(self) -> str:
+        """URL of the schema registry (Confluent REST API)."""
+        return f"http://127.0.0.1:{self.services[REGISTRY].ports['http']}"
+
+    @property
     def s3_endpoint(self) -> str:
         """URL of the S3 API (the ``s3`` gateway's in a split stack)."""
         svc = self.services.get(S3_GATEWAY) or self.services[SEAWEEDFS]
@@ -151,6 +158,8 @@ class StackState:
                 "bucket": TABLE_BUCKET,
             }
             out["catalog"] = {"type": "rest", "uri": self.catalog_uri, "warehouse": f"s3://{TABLE_BUCKET}"}
+        if REGISTRY in self.services:
+            out["schema_registry"] = {"url": self.registry_url}
         out["run_dir"] = self.run_dir
         out["pids"] = {name: svc.pid for name, svc in self.services.items()}
         if health is not None:
@@ -201,7 +210,7 @@ class LocalStack:
         run_dir: Path,
         *,
         s3_credentials: tuple[str, str] | None = None,
-        services: tuple[str, ...] = (SEAWEEDFS, KAFKA),
+        services: tuple[str, ...] = (SEAWEEDFS, KAFKA, REGISTRY),
         split: bool = False,
     ):
         self.run_dir = Path(run_dir)
@@ -340,6 +349,8 @@ class LocalStack:
             return self._start_seaweedfs(state, ports)
         if name == KAFKA:
             return self._start_kafka(state, ports)
+        if name == REGISTRY:
+            return self._start_registry(state, ports)
         return self._start_gateway(state, name, ports)
 
     def _seaweedfs_env(self) -> dict[str, str]:
@@ -423,6 +434,21 @@ class LocalStack:
         proc = processes.spawn(cmd, log=log, env=env, owned=state.owned, cwd=home)
         return ServiceState(KAFKA, proc.pid, java, ports, str(log), marker=KAFKA_MAIN)
 
+    def _start_registry(self, state: StackState, ports: dict[str, int] | None) -> ServiceState:
+        # The in-memory Confluent-compatible registry (kafka_iceberg.local.registry), run from the
+        # same kafka_iceberg package as this process (PYTHONPATH), whatever is installed.
+        import kafka_iceberg
+
+        if ports is None:
+            ports = {"http": processes.free_port_block(1)[0]}
+        cmd = [sys.executable, "-m", REGISTRY_MAIN, "--host", "127.0.0.1", "--port", str(ports["http"])]
+        log = self.run_dir / "logs" / "registry.log"
+        env = dict(os.environ)
+        package_root = str(Path(kafka_iceberg.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        proc = processes.spawn(cmd, log=log, env=env, owned=state.owned, cwd=self.run_dir)
+        return ServiceState(REGISTRY, proc.pid, sys.executable, ports, str(log), marker=REGISTRY_MAIN)
+
     def _format_kafka(self, java: str, classpath: str, config: Path, state: StackState) -> None:
         # KRaft storage is formatted once; the SCRAM user is written into the metadata log with it.
         scram = f"{SASL_MECHANISM}=[name={state.kafka_sasl_username},password={state.kafka_sasl_password}]"
@@ -438,6 +464,8 @@ class LocalStack:
         ports = state.services[name].ports
         if name == KAFKA:
             return _kafka_ok(state.kafka_bootstrap)
+        if name == REGISTRY:
+            return _http_ok(f"{state.registry_url}/subjects")
         key, secret = state.s3_access_key_id, state.s3_secret_access_key
         creds = (key, secret) if key and secret else None
         s3_ok = _http_ok(f"http://127.0.0.1:{ports['s3']}/", creds)  # signed ListBuckets

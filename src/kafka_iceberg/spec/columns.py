@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.spec.model import SCHEMA_FORMATS, TableSpec
 from kafka_iceberg.spec.types import columns_from_json_schema
 
 KAFKA_COLUMNS: dict[str, str] = {"topic": "string", "partition": "int", "offset": "long", "timestamp": "timestamp"}
@@ -27,6 +27,8 @@ def payload_columns(spec: TableSpec, base_dir: Path | None = None) -> dict[str, 
         ValueError: the JSON Schema file is not an object schema.
     """
     fmt = spec.source.format
+    if fmt in SCHEMA_FORMATS or spec.source.envelope == "debezium":
+        return None  # from the message schema (registry, Avro file or Debezium envelope), per batch
     if fmt in ("text", "json"):
         return {"key": "string", "value": "string"}
     if fmt == "binary":

@@ -18,7 +18,7 @@ from kafka_iceberg.decode.arrow import unsupported as arrow_unsupported
 from kafka_iceberg.errors import MISSING, ConfigError, Problem
 from kafka_iceberg.locate import make_importable
 from kafka_iceberg.spec.columns import FIXED_COLUMNS, payload_columns, table_columns
-from kafka_iceberg.spec.model import Pipeline, SourceLocation, TableSpec
+from kafka_iceberg.spec.model import SCHEMA_FORMATS, Pipeline, SourceLocation, TableSpec
 from kafka_iceberg.spec.partitioning import check_against_columns
 
 PIPELINES_DIR = "pipelines"
@@ -169,6 +169,30 @@ def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | No
             "strict",
             "add_columns or full, or a declared schema (strict needs columns to compare against)",
         )
+    if fmt in SCHEMA_FORMATS and src.schema_registry is None and src.avro is None:
+        expected = "url, auth, subject_strategy" + (
+            " (or source.avro.schema_file for plain Avro)" if fmt == "avro" else ""
+        )
+        add("source.schema_registry", None, f"a schema registry for format {fmt}: {expected}", "MISSING_KEY")
+    if fmt not in SCHEMA_FORMATS and src.schema_registry is not None:
+        add("source.schema_registry", "schema_registry", f"format avro, protobuf or json_schema (format is {fmt})")
+    if src.avro is not None and fmt != "avro":
+        add("source.avro", "avro", f"no avro settings unless source.format is avro (format is {fmt})")
+    if src.avro is not None and src.schema_registry is not None:
+        add("source.avro", "avro", "either source.avro.schema_file (plain Avro) or source.schema_registry, not both")
+    if fmt in SCHEMA_FORMATS and table.schema_ is not None:
+        add("schema", "schema", f"no schema for format {fmt}: its columns come from the message schema")
+    if src.envelope == "debezium":
+        if fmt not in ("json", "avro"):
+            add("source.envelope", "debezium", f"format json or avro for a Debezium envelope (format is {fmt})")
+        if table.commit_mode != "upsert":
+            add(
+                "commit_mode",
+                table.commit_mode,
+                "upsert for source.envelope debezium (changes become upserts and deletes)",
+            )
+        if src.effective_mode != "value":
+            add("source.mode", src.mode, "value for source.envelope debezium (the change event is the value)")
     if table.commit_mode == "upsert" and not table.key_fields:
         add("key_fields", [], "a non-empty list of columns when commit_mode is upsert", "MISSING_KEY")
     if table.errors.quarantine_table == table.identifier:

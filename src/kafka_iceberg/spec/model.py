@@ -16,9 +16,15 @@ from kafka_iceberg.config import IDENTIFIER, IDENTIFIER_EXPECTED, Frozen
 from kafka_iceberg.spec.partitioning import PartitionField, parse_partition_field
 from kafka_iceberg.spec.types import normalize_type
 
-Format = Literal["text", "csv", "json", "flatten", "binary"]
+Format = Literal["text", "csv", "json", "flatten", "binary", "avro", "protobuf", "json_schema"]
 Mode = Literal["key", "value", "default"]
-FORMATS: tuple[str, ...] = ("text", "csv", "json", "flatten", "binary")
+FORMATS: tuple[str, ...] = ("text", "csv", "json", "flatten", "binary", "avro", "protobuf", "json_schema")
+SCHEMA_FORMATS: tuple[str, ...] = ("avro", "protobuf", "json_schema")  # columns from a schema registry
+SubjectStrategy = Literal["topic", "record", "topic_record"]
+Envelope = Literal["none", "debezium"]
+REGISTRY_RETRIES_DEFAULT = 3
+DEBEZIUM_POSITION = "_source_position"  # the sequence column of a Debezium table: source.lsn, else ts_ms
+DEBEZIUM_OP = "_op"
 Window = Literal["day", "hour", "minute", "none"]
 CommitMode = Literal["append", "overwrite", "upsert"]
 Evolution = Literal["strict", "add_columns", "full"]
@@ -55,6 +61,44 @@ class CsvLayout(Frozen):
         return value
 
 
+class RegistryAuth(Frozen):
+    """Schema registry credentials: basic (``username``/``password``) or a ``bearer`` token, from references."""
+
+    username: str | None = None
+    password: str | None = None
+    bearer: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> RegistryAuth:
+        basic = self.username is not None or self.password is not None
+        if basic == (self.bearer is not None) or (basic and (self.username is None or self.password is None)):
+            raise ValueError("either username and password (basic), or bearer")
+        return self
+
+
+class SchemaRegistry(Frozen):
+    """A Confluent-compatible schema registry (Confluent, Redpanda, Apicurio's ccompat API, Karapace)."""
+
+    url: str
+    auth: RegistryAuth | None = None
+    subject_strategy: SubjectStrategy = "topic"
+    retries: int = Field(REGISTRY_RETRIES_DEFAULT, ge=0)
+    timeout_seconds: float = Field(10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://", "${")):
+            raise ValueError("an http:// or https:// URL (or a ${env:...} / ${local:...} reference)")
+        return value.rstrip("/")
+
+
+class AvroFile(Frozen):
+    """Plain Avro (no wire-format header) decoded with one writer schema from a file."""
+
+    schema_file: str
+
+
 class SourceSpec(Frozen):
     """Where records come from and how the message is read."""
 
@@ -67,6 +111,9 @@ class SourceSpec(Frozen):
     decoder: Literal["auto", "spark", "arrow"] = "auto"
     csv: CsvLayout | None = None
     include_headers: bool = False
+    schema_registry: SchemaRegistry | None = None
+    avro: AvroFile | None = None
+    envelope: Envelope = "none"
 
     @field_validator("topic_pattern")
     @classmethod
@@ -83,6 +130,11 @@ class SourceSpec(Frozen):
         if bool(self.topics) == bool(self.topic_pattern):
             raise ValueError("exactly one of topics (a non-empty list) or topic_pattern")
         return self
+
+    @property
+    def uses_registry(self) -> bool:
+        """Whether messages carry the Confluent wire format (schema id) read through a registry."""
+        return self.format in SCHEMA_FORMATS and self.avro is None
 
     @property
     def effective_mode(self) -> str:
@@ -281,6 +333,16 @@ class TableSpec(Frozen):
     @classmethod
     def _ident(cls, value: str) -> str:
         return _identifier(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _debezium_sequence(cls, value: Any) -> Any:
+        # A Debezium table orders changes by their source position unless told otherwise.
+        if isinstance(value, dict) and "sequence_field" not in value:
+            source = value.get("source")
+            if isinstance(source, dict) and source.get("envelope") == "debezium":
+                return {**value, "sequence_field": DEBEZIUM_POSITION}
+        return value
 
     @field_validator("partitioning", mode="before")
     @classmethod

@@ -1,0 +1,121 @@
+"""Avro schemas → Spark/Iceberg column types, and Avro payloads → Python values (fastavro).
+
+Mapping (docs/decode.md, "Schema registry formats"): record → struct, array → array, map →
+map<string, ...>, enum → string, fixed and bytes → binary, a union of null and one type → that type
+(optional), a union of several types → string (JSON), logical types decimal → decimal(p,s), date →
+date, timestamp-millis / timestamp-micros → timestamp, local-timestamp-* → timestamp_ntz, uuid →
+string; int → int, long → long, float → float, double → double, boolean → boolean.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType, StructType
+
+_MAX_DEPTH = 32  # recursive records are cut here (their deeper levels become JSON strings)
+
+
+def parse(schema_text: str) -> Any:
+    """A fastavro parsed schema from its JSON text (named types resolved)."""
+    import fastavro
+
+    return fastavro.parse_schema(json.loads(schema_text))
+
+
+def spark_type(schema: Any, depth: int = 0) -> DataType:
+    """The Spark type of an Avro schema (JSON form: a type name, a list (union) or a dict)."""
+    from pyspark.sql import types as T
+
+    if depth > _MAX_DEPTH:
+        return T.StringType()
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        return spark_type(branches[0], depth) if len(branches) == 1 else T.StringType()
+    if isinstance(schema, str):
+        return _primitive(schema)
+    logical = schema.get("logicalType")
+    kind = schema.get("type")
+    if logical == "decimal" and kind in ("bytes", "fixed"):
+        return T.DecimalType(int(schema["precision"]), int(schema.get("scale", 0)))
+    if logical == "date" and kind == "int":
+        return T.DateType()
+    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
+        return T.TimestampType()
+    if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
+        return T.TimestampNTZType()
+    if logical == "uuid":
+        return T.StringType()
+    if kind in {"record", "error"}:
+        return T.StructType(
+            [T.StructField(f["name"], spark_type(f["type"], depth + 1), True) for f in schema.get("fields", [])]
+        )
+    if kind == "array":
+        return T.ArrayType(spark_type(schema["items"], depth + 1), True)
+    if kind == "map":
+        return T.MapType(T.StringType(), spark_type(schema["values"], depth + 1), True)
+    if kind == "enum":
+        return T.StringType()
+    if kind == "fixed":
+        return T.BinaryType()
+    if isinstance(kind, (dict, list)):
+        return spark_type(kind, depth)
+    return _primitive(str(kind))
+
+
+def _primitive(name: str) -> DataType:
+    from pyspark.sql import types as T
+
+    mapping = {
+        "string": T.StringType(),
+        "int": T.IntegerType(),
+        "long": T.LongType(),
+        "float": T.FloatType(),
+        "double": T.DoubleType(),
+        "boolean": T.BooleanType(),
+        "bytes": T.BinaryType(),
+        "null": T.StringType(),
+    }
+    return mapping.get(name.rsplit(".", maxsplit=1)[-1] if name not in mapping else name, T.StringType())
+
+
+def record_columns(schema_text: str) -> StructType:
+    """The top-level fields of a record schema as columns (a non-record schema is one ``value`` column)."""
+    from pyspark.sql import types as T
+
+    schema = parse(schema_text)
+    result = spark_type(schema)
+    if isinstance(result, T.StructType):
+        return result
+    return T.StructType([T.StructField("value", result, True)])
+
+
+def record_name(schema_text: str) -> str | None:
+    """The full name of a record schema (for the record subject strategies)."""
+    schema = json.loads(schema_text)
+    if isinstance(schema, dict) and schema.get("type") == "record":
+        name = str(schema["name"])
+        namespace = schema.get("namespace")
+        return f"{namespace}.{name}" if namespace and "." not in name else name
+    return None
+
+
+def read(payload: bytes, parsed: Any) -> Any:
+    """Decode one Avro binary payload with its writer schema.
+
+    Raises:
+        ValueError: the bytes do not match the schema (truncated, trailing bytes, bad union index...).
+    """
+    import fastavro
+
+    buffer = io.BytesIO(payload)
+    try:
+        value = fastavro.schemaless_reader(buffer, parsed, None)
+    except Exception as exc:  # fastavro raises EOFError, IndexError, UnicodeDecodeError, ...
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+    if buffer.tell() != len(payload):
+        raise ValueError(f"{len(payload) - buffer.tell()} bytes left after the record")
+    return value

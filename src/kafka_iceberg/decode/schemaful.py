@@ -1,0 +1,392 @@
+"""Schema-driven formats: Avro, Protobuf and JSON Schema (Confluent wire format), and Debezium events.
+
+On the driver, per batch: the distinct schema ids of the batch are read (one small aggregation),
+their writer schemas fetched from the registry (cached per process), and the table's columns
+taken from the registry's latest schema for the subject. Then each partition is decoded in Python
+(``mapInArrow``) into the Spark decoder's outcome shape, so rows and error rows are split exactly
+as for every other format (:func:`kafka_iceberg.decode.plan.split`).
+
+Per-record errors: a wrong magic byte, a message shorter than the header, an unknown schema id,
+bytes that do not match the writer schema, a value that does not fit its column. A registry that
+does not answer fails the batch (:class:`~kafka_iceberg.errors.RegistryUnavailableError`) after
+bounded retries: no record is ever dropped for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafka_iceberg.decode import avro, debezium
+from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, payload_part, split
+from kafka_iceberg.decode.registry import SCHEMA_TYPES, RegisteredSchema, RegistryClient, subject_name
+from kafka_iceberg.decode.values import arrow_type, conform
+from kafka_iceberg.decode.wire import WireError, split_header
+from kafka_iceberg.spec.model import TableSpec
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+REASON = "_ki_reason"
+SKIP = "_ki_skip"
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Everything a Python worker needs to decode a partition (pickled to Spark's workers)."""
+
+    fmt: str  # avro, protobuf, json_schema, or json (Debezium JSON)
+    part: str  # value or key
+    source: str  # the frame column holding the payload
+    wire: bool  # Confluent wire format (magic byte and schema id)
+    columns: StructType
+    writers: dict[int, str] = field(default_factory=dict)  # schema id → schema text (avro, json_schema)
+    protos: dict[int, tuple[bytes, ...]] = field(default_factory=dict)  # schema id → serialized file set
+    unknown: frozenset[int] = frozenset()
+    plain_schema: str | None = None  # avro without a registry
+    envelope: str = "none"
+    upsert: bool = False
+
+
+def is_schemaful(spec: TableSpec) -> bool:
+    """Whether ``spec`` is decoded here (a registry format, plain Avro, or a Debezium envelope)."""
+    return spec.source.format in SCHEMA_TYPES or spec.source.envelope == "debezium"
+
+
+def registry_client(spec: TableSpec) -> RegistryClient:
+    """The registry client of ``spec``, references (``${env:}``, ``${secret:}``, ``${local:}``) resolved."""
+    from kafka_iceberg.environment import local_resolver
+
+    reg = spec.source.schema_registry
+    assert reg is not None
+    resolve = local_resolver().value
+    auth = reg.auth
+    return _client(
+        resolve(reg.url),
+        resolve(auth.username) if auth and auth.username else None,
+        resolve(auth.password) if auth and auth.password else None,
+        resolve(auth.bearer) if auth and auth.bearer else None,
+        reg.retries,
+        reg.timeout_seconds,
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _client(  # noqa: PLR0917 (lru_cache keys on positional arguments)
+    url: str, username: str | None, password: str | None, bearer: str | None, retries: int, timeout: float
+) -> RegistryClient:
+    # One client per registry and credentials per process: its schema-id cache lives as long.
+    return RegistryClient(url, username, password, bearer, retries=retries, timeout=timeout)
+
+
+def decode_schemaful(
+    frame: DataFrame, spec: TableSpec, *, pt: str | None, include_headers: bool, base_dir: Path | None
+) -> tuple[DataFrame, DataFrame, DataFrame, StructType]:
+    """(rows, error rows, outcome, payload columns) of a batch of a schema-driven format."""
+    from pyspark.sql import types as T
+
+    codec = build_codec(frame, spec, base_dir=base_dir)
+    out_schema = T.StructType(
+        [
+            *frame.schema.fields,
+            T.StructField(FIELDS, codec.columns, True),
+            T.StructField(FAILED, T.BooleanType(), False),
+            T.StructField(TOMB, T.BooleanType(), False),
+            T.StructField(SKIP, T.BooleanType(), False),
+            T.StructField(REASON, T.StringType(), True),
+        ]
+    )
+    outcome = frame.mapInArrow(functools.partial(decode_batches, codec=codec), out_schema)
+    outcome = outcome.where(f"NOT {SKIP}")
+    plan = Plan(payload={f.name: f.dataType.simpleString() for f in codec.columns.fields})
+    plan.checks.problem(f"{REASON} IS NOT NULL", REASON)
+    rows, errors = split(outcome, plan, pt=pt, include_headers=include_headers)
+    return rows, errors, outcome, codec.columns
+
+
+def build_codec(frame: DataFrame, spec: TableSpec, *, base_dir: Path | None = None) -> Codec:
+    """Fetch what the batch needs from the registry (driver side) and decide the columns.
+
+    Raises:
+        RegistryUnavailableError: the registry did not answer through every retry.
+        ConfigError: a streaming DataFrame (the batch's schema ids must be read first).
+    """
+    from kafka_iceberg.decode import _config_error
+
+    src = spec.source
+    part, source = payload_part(spec)
+    upsert = spec.commit_mode == "upsert"
+    if frame.isStreaming:
+        raise _config_error(
+            spec, "source.format", src.format, "decode each micro-batch (foreachBatch): schema ids are read per batch"
+        )
+    if src.format == "json":  # Debezium JSON
+        schemas = [
+            r[0]
+            for r in frame.where(f"{source} IS NOT NULL")
+            .selectExpr(f"get_json_object(CAST({source} AS STRING), '$.schema') AS s")
+            .where("s IS NOT NULL")
+            .distinct()
+            .collect()
+        ]
+        try:
+            image = debezium.json_image(sorted(schemas))
+        except ValueError as exc:
+            raise _config_error(spec, "source.envelope", "debezium", str(exc)) from None
+        return Codec(
+            "json", part, source, False, debezium.with_change_columns(image), envelope="debezium", upsert=upsert
+        )
+    if src.avro is not None:  # plain Avro from a file
+        path = Path(src.avro.schema_file)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        text = path.read_text()
+        columns = avro.record_columns(text)
+        if src.envelope == "debezium":
+            columns = debezium.with_change_columns(debezium.avro_image(columns))
+        return Codec("avro", part, source, False, columns, plain_schema=text, envelope=src.envelope, upsert=upsert)
+
+    client = registry_client(spec)
+    schema_type = SCHEMA_TYPES[src.format]
+    ids = [
+        int(r[0])
+        for r in frame.where(
+            f"{source} IS NOT NULL AND octet_length({source}) >= 5 AND substring({source}, 1, 1) = X'00'"
+        )
+        .selectExpr(f"conv(hex(substring({source}, 2, 4)), 16, 10) AS id")
+        .distinct()
+        .collect()
+    ]
+    writers: dict[int, RegisteredSchema] = {}
+    unknown: set[int] = set()
+    for schema_id in sorted(ids):
+        found = client.by_id(schema_id, schema_type)
+        if found is None or (found.schema_type or "AVRO").upper() != schema_type:
+            unknown.add(schema_id)
+        else:
+            writers[schema_id] = found
+    topics = list(src.topics or [r[0] for r in frame.select("topic").distinct().collect()])
+    latest = _latest(client, spec, topics, writers, schema_type, is_key=part == "key")
+    columns = _columns(src.format, [*latest, *writers.values()], client)
+    if src.envelope == "debezium":
+        columns = debezium.with_change_columns(debezium.avro_image(columns))
+    protos: dict[int, tuple[bytes, ...]] = {}
+    if src.format == "protobuf":
+        from kafka_iceberg.decode import protobuf
+
+        protos = {sid: protobuf.file_set(client, schema) for sid, schema in writers.items()}
+    return Codec(
+        src.format,
+        part,
+        source,
+        True,
+        columns,
+        writers={sid: s.schema for sid, s in writers.items()},
+        protos=protos,
+        unknown=frozenset(unknown),
+        envelope=src.envelope,
+        upsert=upsert,
+    )
+
+
+def _latest(
+    client: RegistryClient,
+    spec: TableSpec,
+    topics: list[str],
+    writers: dict[int, RegisteredSchema],
+    schema_type: str,
+    *,
+    is_key: bool,
+) -> list[RegisteredSchema]:
+    """The latest registered schema of every subject the batch's records belong to."""
+    reg = spec.source.schema_registry
+    assert reg is not None
+    names = {_record_name(spec.source.format, w) for w in writers.values()} or {None}
+    subjects = {
+        s for t in topics for n in names if (s := subject_name(reg.subject_strategy, t, n, is_key=is_key)) is not None
+    }
+    out = []
+    for subject in sorted(subjects):
+        found = client.version(subject, "latest", schema_type)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _record_name(fmt: str, schema: RegisteredSchema) -> str | None:
+    if fmt == "avro":
+        return avro.record_name(schema.schema)
+    if fmt == "json_schema":
+        title = json.loads(schema.schema).get("title")
+        return str(title) if title else None
+    return None  # protobuf: the record strategies name the message; the topic strategy is the common one
+
+
+def _columns(fmt: str, schemas: list[RegisteredSchema], client: RegistryClient) -> StructType:
+    """Columns from the first schema (the latest), then fields only older writers still have."""
+    from pyspark.sql import types as T
+
+    merged: dict[str, T.StructField] = {}
+    for schema in schemas:
+        if fmt == "avro":
+            struct = avro.record_columns(schema.schema)
+        elif fmt == "json_schema":
+            from kafka_iceberg.decode import jsonschema as js
+
+            struct = js.columns(schema.schema)
+        else:
+            from kafka_iceberg.decode import protobuf
+
+            struct = protobuf.columns(protobuf.file_set(client, schema), [0])
+        for f in struct.fields:
+            merged.setdefault(f.name, f)
+    return T.StructType(list(merged.values()))
+
+
+# -- Python side (Spark's Python workers) -----------------------------------------------------------
+class _Readers:
+    """Per-process decoders by schema id, built once from the codec's schema texts."""
+
+    def __init__(self, codec: Codec):
+        self.codec = codec
+        self._cache: dict[int | None, Any] = {}
+
+    def read(self, schema_id: int | None, payload: bytes) -> Any:
+        codec = self.codec
+        if schema_id not in self._cache:
+            if codec.fmt == "avro":
+                text = codec.plain_schema if schema_id is None else codec.writers[schema_id]
+                self._cache[schema_id] = avro.parse(str(text))
+            elif codec.fmt == "json_schema":
+                from kafka_iceberg.decode import jsonschema as js
+
+                self._cache[schema_id] = js.validator(codec.writers[schema_id or 0])
+            elif codec.fmt == "protobuf":
+                from kafka_iceberg.decode import protobuf
+
+                self._cache[schema_id] = protobuf.Reader(codec.protos[schema_id or 0])
+        reader = self._cache.get(schema_id)
+        if codec.fmt == "avro":
+            return avro.read(payload, reader)
+        if codec.fmt == "json_schema":
+            from kafka_iceberg.decode import jsonschema as js
+
+            return js.read(payload, reader)
+        if codec.fmt == "protobuf":
+            assert reader is not None
+            return reader.read(payload)
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            raise ValueError(f"invalid JSON in {codec.part}") from None
+        if isinstance(event, dict) and isinstance(event.get("schema"), dict) and "payload" in event:
+            event = debezium.connect_values(event["payload"], event["schema"])
+        return event
+
+
+def decode_batches(batches: Iterator[pa.RecordBatch], codec: Codec) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: each batch with the decoded fields and the outcome flags."""
+    readers = _Readers(codec)
+    for batch in batches:
+        yield decode_batch(batch, codec, readers)
+
+
+def decode_batch(batch: pa.RecordBatch, codec: Codec, readers: _Readers | None = None) -> pa.RecordBatch:
+    """Decode one Arrow batch of the Kafka frame (see :func:`decode_record`)."""
+    import pyarrow as pa
+
+    readers = readers or _Readers(codec)
+    payloads = batch.column(codec.source).to_pylist()
+    rows: list[dict[str, Any] | None] = []
+    failed, tomb, skip, reasons = [], [], [], []
+    for data in payloads:
+        row, is_delete, skipped, reason = decode_record(data, codec, readers)
+        rows.append(row)
+        failed.append(reason is not None)
+        tomb.append(is_delete)
+        skip.append(skipped)
+        reasons.append(reason)
+    struct = arrow_type(codec.columns)
+    try:
+        fields = pa.array(rows, type=struct)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        fields = _one_by_one(rows, struct, failed, reasons)
+    out = [
+        *batch.columns,
+        fields,
+        pa.array(failed, pa.bool_()),
+        pa.array(tomb, pa.bool_()),
+        pa.array(skip, pa.bool_()),
+        pa.array(reasons, pa.string()),
+    ]
+    names = [*batch.schema.names, FIELDS, FAILED, TOMB, SKIP, REASON]
+    return pa.RecordBatch.from_arrays(out, names=names)
+
+
+def _one_by_one(rows: list[Any], struct: pa.DataType, failed: list[bool], reasons: list[str | None]) -> pa.Array:
+    import pyarrow as pa
+
+    parts = []
+    for i, row in enumerate(rows):
+        try:
+            parts.append(pa.array([row], type=struct))
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+            failed[i], reasons[i] = True, f"value does not fit the table's columns: {exc}"
+            parts.append(pa.nulls(1, struct))
+    return pa.concat_arrays(parts) if parts else pa.array([], type=struct)
+
+
+def decode_record(
+    data: bytes | None, codec: Codec, readers: _Readers
+) -> tuple[dict[str, Any] | None, bool, bool, str | None]:
+    """``(row, is_delete, skipped, error reason)`` of one message."""
+    part = codec.part
+    if data is None:
+        if codec.envelope == "debezium":
+            return None, False, True, None  # the tombstone Debezium sends after a delete
+        if codec.upsert and part == "value":
+            return (
+                None,
+                False,
+                False,
+                f"null value (tombstone): deletes need source.envelope debezium for format {codec.fmt}",
+            )
+        return None, False, False, f"null {part}: format {codec.fmt} decodes the message {part}, which is null"
+    schema_id = None
+    payload = data
+    try:
+        if codec.wire:
+            schema_id, payload = split_header(data, part)
+            if schema_id in codec.unknown or (schema_id not in codec.writers and schema_id not in codec.protos):
+                return (
+                    None,
+                    False,
+                    False,
+                    f"unknown schema id {schema_id} in {part} (the schema registry has no such {codec.fmt} schema)",
+                )
+        elif len(data) == 0 and codec.fmt == "json":
+            return None, False, False, f"empty {part} (0 bytes)"
+    except WireError as exc:
+        return None, False, False, str(exc)
+    try:
+        value = readers.read(schema_id, payload)
+    except ValueError as exc:
+        which = f"writer schema {schema_id}" if schema_id is not None else "the writer schema"
+        if codec.fmt == "json":
+            return None, False, False, str(exc)
+        return None, False, False, f"{part} does not match {which}: {exc}"
+    is_delete = False
+    try:
+        if codec.envelope == "debezium":
+            value, is_delete = debezium.change(value)
+        elif not isinstance(value, dict):
+            value = {"value": value}
+        return conform(value, codec.columns, ""), is_delete, False, None
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        return None, False, False, str(exc)
