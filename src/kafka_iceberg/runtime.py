@@ -471,12 +471,16 @@ def _run_streaming(
             )
         )
     try:
-        for query in queries:
-            while query.isActive and not stop.is_set():
-                query.awaitTermination(1)
-            if query.exception() is not None:
-                raise query.exception()
+        for running in queries:
+            while running.query.isActive and not stop.is_set():
+                try:
+                    running.query.awaitTermination(1)
+                except Exception:  # ended by an error: raised below as the batch raised it
+                    break
+            error = running.error()
+            if error is not None:
+                raise error
     finally:
-        for query in queries:
-            if query.isActive:
-                query.stop()
+        for running in queries:
+            if running.query.isActive:
+                running.query.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.runner import BatchProcessor, batch_offsets, merge_offsets
@@ -18,6 +19,25 @@ def stream_id(checkpoint: str) -> str:
     return "spark-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
 
 
+@dataclass
+class RunningQuery:
+    """A started streaming query and the error its batch function raised, as raised."""
+
+    query: Any
+    failures: list[BaseException] = field(default_factory=list)
+
+    def error(self) -> BaseException | None:
+        """The batch function's own exception (a ``RecordError``, say), not Spark's wrapper of it.
+
+        Spark ends a query whose ``foreachBatch`` function raised with a ``StreamingQueryException``
+        holding only the error's text; the run reports what the batch raised, as the direct reader does.
+        """
+        if self.failures:
+            return self.failures[-1]
+        raised: BaseException | None = self.query.exception()
+        return raised
+
+
 def start_query(
     stream: DataFrame,
     processor: BatchProcessor,
@@ -27,7 +47,7 @@ def start_query(
     name: str,
     attach: Callable[[SparkSession], None] | None = None,
 ) -> Any:
-    """Start ``stream.writeStream.foreachBatch(...)`` into the processor; returns the query.
+    """Start ``stream.writeStream.foreachBatch(...)`` into the processor.
 
     Args:
         stream: the source's streaming frame (Kafka-shaped rows).
@@ -43,8 +63,16 @@ def start_query(
     sid = stream_id(checkpoint)
     last = processor.resume(sid)
     committed: dict[str, Any] = {"offsets": last.offsets if last else {}, "attached": attach is None}
+    failures: list[BaseException] = []
 
     def each_batch(frame: DataFrame, batch_id: int) -> None:
+        try:
+            process_batch(frame, batch_id)
+        except BaseException as exc:
+            failures.append(exc)
+            raise
+
+    def process_batch(frame: DataFrame, batch_id: int) -> None:
         if not committed["attached"]:
             assert attach is not None
             attach(frame.sparkSession)
@@ -63,4 +91,4 @@ def start_query(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{trigger.interval_seconds} seconds")
-    return writer.start()
+    return RunningQuery(writer.start(), failures)
