@@ -17,6 +17,7 @@ from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.project import entry_point, project
 from tests.support.readers import READERS, reader_env
 from tests.support.run import unique
+from tests.support.verify import assert_verified
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -38,10 +39,9 @@ tables:
 """
 
 
-@pytest.mark.parametrize(
-    ("reader", "point"),
-    [("spark", "committed"), ("spark", "publish"), ("direct", "published"), ("direct", "quarantined")],
-)
+# Two cases, each about 3 minutes on a busy 2-core machine: the chaos test crashes at every point
+# for both readers; these pin the cause of issue 21 and its direct-reader counterpart.
+@pytest.mark.parametrize(("reader", "point"), [("spark", "committed"), ("direct", "published")])
 def test_a_crash_at_a_point_of_the_batch_then_a_restart_is_exactly_once(stack, lake, tmp_path, reader, point):
     ns, topic, errors_topic = unique("crash"), unique("crash_in"), unique("crash_errors")
     create_topic(stack.kafka_bootstrap, topic, partitions=2)
@@ -67,3 +67,4 @@ def test_a_crash_at_a_point_of_the_batch_then_a_restart_is_exactly_once(stack, l
     assert sorted(published) == sorted(bad), f"error topic after a crash at {point}"
     quarantined = coordinates(catalog, f"{ns}.events_quarantine")
     assert sorted(quarantined) == sorted(bad), f"quarantine table after a crash at {point}"
+    assert_verified(path, READERS[reader])
