@@ -6,7 +6,6 @@ markers through compaction and ``expire_snapshots(retain_last=1)``, and verify c
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -17,7 +16,7 @@ from kafka_iceberg.maintain import TableMaintainer
 from kafka_iceberg.runtime import prepare
 from kafka_iceberg.verify import read_markers, render_text, verify_pipeline
 from tests.support.kafka import create_topic, produce
-from tests.support.project import BIN, REPO, project
+from tests.support.project import entry_point, project
 from tests.support.run import run_pipeline, unique
 from tests.support.verify import assert_verified
 
@@ -38,7 +37,7 @@ tables:
     schema: {{columns: {{id: long}}}}
     schema_evolution: strict
     partition_window: none
-    maintenance: {{expire_snapshots: {{older_than_days: 0, retain_last: 1}}}}
+    maintenance: {{expire_snapshots: {{older_than_days: 0, retain_last: 1}}, orphan_files: {{enabled: false}}}}
     errors: {{error_topic: {errors_topic}{quarantine_table}}}
 """
 
@@ -60,8 +59,8 @@ def test_verify_passes_then_finds_a_duplicate_a_gap_and_a_lost_error_record(stac
     path = tmp_path / "run" / "pipelines" / "p.yml"
     assert_verified(path)
     # The command line, JSON and exit code 0.
-    cli = subprocess.run([str(BIN / "kafka-iceberg"), "verify", "--pipeline", str(path), "--env", "local", "--json"],
-                         capture_output=True, text=True, cwd=REPO, check=False, timeout=300)  # fmt: skip
+    cli = entry_point("kafka-iceberg", "verify", "--pipeline", str(path), "--env", "local", "--json",
+                      stack_dir=stack.run_dir)  # fmt: skip
     assert cli.returncode == 0, cli.stdout + cli.stderr[-3000:]
     report = json.loads(cli.stdout)
     assert report["ok"] and [p["expected"] for p in report["tables"][0]["partitions"]] == [PER_PARTITION] * 2
@@ -88,8 +87,7 @@ def test_verify_passes_then_finds_a_duplicate_a_gap_and_a_lost_error_record(stac
     assert f"{topic}[1]: 9 missing, offsets 20-22, 24-29" in text
     lost = [p for p in result.problems if "not in the error topic" in p]
     assert len(lost) == 2 and all(f"{topic}[" in p for p in lost), text
-    cli = subprocess.run([str(BIN / "kafka-iceberg"), "verify", "--pipeline", str(path), "--env", "local"],
-                         capture_output=True, text=True, cwd=REPO, check=False, timeout=300)  # fmt: skip
+    cli = entry_point("kafka-iceberg", "verify", "--pipeline", str(path), "--env", "local", stack_dir=stack.run_dir)
     assert cli.returncode == 1 and "FAILED" in cli.stdout, cli.stdout + cli.stderr[-3000:]
 
 
