@@ -8,6 +8,7 @@ dataset's files), prepared and run in-process with :func:`kafka_iceberg.runtime.
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 import time
@@ -62,8 +63,8 @@ def make_project(work: Path, ds: Dataset, replay_dir: Path, name: str, mode: str
     shutil.rmtree(project, ignore_errors=True)
     shutil.copytree(REPO / "environments", project / "environments")
     local = (REPO / "environments" / "local.yml").read_text()
-    bench = local.replace("  reader: direct", f"  reader: replay\n  replay_path: {replay_dir}")
-    assert bench != local, "environments/local.yml no longer sets 'reader: direct'"
+    bench = re.sub(r"(?m)^  reader: .*$", f"  reader: replay\n  replay_path: {replay_dir}", local)
+    assert bench != local, "environments/local.yml no longer sets kafka.reader"
     (project / "environments" / "bench.yml").write_text(bench)
     (project / "pipelines").mkdir()
     path = project / "pipelines" / "p.yml"

@@ -1,11 +1,10 @@
-"""Produce-to-visible latency of the direct reader under a ``processing_time`` trigger.
+"""Produce-to-visible latency of the local environment's reader under a ``processing_time`` trigger.
 
 A flatten table (the 20-column schema, ``processing_time: "1 second"``) runs in a thread through
-:func:`kafka_iceberg.runtime.run` with the ``local`` environment (direct reader on Tansu). A
-producer sends timestamped records one per request (Tansu miscounts watermarks under batched
-produce) at a steady rate. Afterwards every record's Kafka timestamp (CreateTime, taken by the
-producer client at ``produce()``) is matched with the first snapshot whose commit marker covers
-its offset:
+:func:`kafka_iceberg.runtime.run` with the ``local`` environment (Spark's Kafka source on the
+local Apache Kafka broker). A producer sends timestamped records at a steady rate. Afterwards
+every record's Kafka timestamp (CreateTime, taken by the producer client at ``produce()``) is
+matched with the first snapshot whose commit marker covers its offset:
 
 - ``visible`` = when the runner's observer saw the batch report, i.e. right after the commit
   returned: from then on any reader loading the table sees the record (primary figure);
@@ -26,8 +25,6 @@ from typing import Any
 from benchmarks.datagen import FLATTEN_COLUMNS, flatten_message
 from benchmarks.framework import NAMESPACE, REPO
 
-EXACT_WATERMARK_PRODUCER = {"linger.ms": 0, "batch.num.messages": 1, "max.in.flight": 1}
-
 
 @dataclass
 class Seen:
@@ -45,7 +42,7 @@ class Seen:
 def _produce(bootstrap: str, topic: str, rate: float, seconds: float, partitions: int, seed: int) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, **EXACT_WATERMARK_PRODUCER})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})  # no batching delay: latency
     rng = random.Random(seed)
     sent, started = 0, time.monotonic()
     while (elapsed := time.monotonic() - started) < seconds:
@@ -158,7 +155,7 @@ def measure_latency(
     batches = [r for r in seen.reports if r.records_in]
     return {
         "method": (
-            "records produced one per request at a steady rate to Tansu while a processing_time table runs "
+            "records produced at a steady rate to the local Apache Kafka broker while a processing_time table runs "
             "in a thread; latency = time the runner reported the commit holding the record (after the "
             "catalog commit returned) minus the record's Kafka CreateTime; 'snapshot' uses the snapshot's "
             "timestamp-ms instead"

@@ -1,6 +1,6 @@
 """``make bench``: throughput, overhead, freshness and file layout of kafka-iceberg against baselines.
 
-On a fresh local stack owned by this process (SeaweedFS REST catalog on S3 + Tansu), for every
+On a fresh local stack owned by this process (SeaweedFS REST catalog on S3 + Apache Kafka), for every
 format (flatten, csv, json, text, binary) x size (small, large):
 
 1. generate realistic messages with ~0.5 % bad ones as Kafka-shaped Parquet replay files
@@ -11,7 +11,7 @@ format (flatten, csv, json, text, binary) x size (small, large):
    (``benchmarks/stages.py``);
 3. on the same files, in the same Spark session, run baseline (a), a hand-written Spark job, and
    baseline (b), pyarrow on one core (``benchmarks/baselines.py``);
-4. measure the direct reader's produce-to-visible latency (``benchmarks/latency.py``);
+4. measure the local reader's produce-to-visible latency (``benchmarks/latency.py``);
 5. write ``docs/benchmarks/results.{json,md}`` and ``throughput.png`` (``benchmarks/report.py``).
 
 Framework and baseline (a) alternate per dataset; a second sweep (order reversed) runs when the
@@ -76,10 +76,10 @@ OVERHEAD_REASONS = {
 
 METHOD = [
     "- **Stack**: started by `run.py` and owned by it (`LocalStack(run_dir).up(owned=True)`, a temporary "
-    "run directory): SeaweedFS 4.48 (`weed mini`, S3 + Iceberg REST catalog, anonymous), Tansu for the "
-    "latency test. Spark 3.5 `local[2]` from `kafka_iceberg.session.get_spark` (driver memory 2 GiB, "
-    "`KAFKA_ICEBERG_DRIVER_MEMORY`), Iceberg 1.10 runtime, tables through the REST catalog with Hadoop "
-    "S3A; format version 2, zstd Parquet.",
+    "run directory): SeaweedFS 4.48 (`weed mini`, S3 + Iceberg REST catalog, SigV4-signed), Apache Kafka "
+    "4.1 for the latency test. Spark 3.5 `local[2]` from `kafka_iceberg.session.get_spark` (driver memory "
+    "2 GiB, `KAFKA_ICEBERG_DRIVER_MEMORY`), Iceberg 1.10 runtime, tables through the REST catalog with "
+    "Iceberg's S3FileIO; format version 2, zstd Parquet.",
     "- **Framework**: a throwaway project per run (`pipelines/p.yml` + the repository's environments and "
     "a `bench` environment = `local.yml` with `reader: replay` and `replay_path`), run in-process with "
     "`kafka_iceberg.runtime.prepare/open_session/run` exactly like `ingest-<format>`, without the event "

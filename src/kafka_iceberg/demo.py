@@ -48,7 +48,12 @@ BLOBS = [(None, bytes([0, 1, 2, 253, 254, 255]))]
 
 def _produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]]) -> int:
     from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported
 
+    # Three partitions, so the output shows keys spread over partitions (and upserts across them).
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)]).values():
+        future.result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap})
     count = 0
     for key, value in records:

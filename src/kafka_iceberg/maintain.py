@@ -181,7 +181,13 @@ class TableMaintainer:
         started, table = time.monotonic(), self._table()
         days = self.spec.maintenance.orphan_files.older_than_days
         older_than = int(self.clock().timestamp() * 1000 - days * DAY_MS)
-        result = self._actions().deleteOrphanFiles(table).olderThan(older_than).execute()
+        action = self._actions().deleteOrphanFiles(table).olderThan(older_than)
+        prefix_io = jvm(self.spark).java.lang.Class.forName("org.apache.iceberg.io.SupportsPrefixOperations")
+        if prefix_io.isInstance(table.io()):
+            # S3FileIO lists by prefix; the default Hadoop listing needs an s3 FileSystem (S3A) that
+            # the local runtime does not ship and that clusters need not have for an S3 Tables bucket.
+            action = action.usePrefixListing(True)
+        result = action.execute()
         removed = sorted(str(p) for p in result.orphanFileLocations())
         details = {
             "older_than": dt.datetime.fromtimestamp(older_than / 1000, dt.timezone.utc).isoformat(),

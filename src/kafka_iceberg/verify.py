@@ -460,8 +460,8 @@ def verify_pipeline(prepared: Any, *, table: str | None = None) -> list[TableRes
         results.append(
             verify_table(
                 catalogs[job.catalog], kafka, pipeline=job.pipeline.pipeline, table=job.spec.identifier,
-                upsert=job.spec.commit_mode in ("upsert", "overwrite"), quarantine_table=job.spec.errors.quarantine_table,
-                error_topic=job.spec.errors.error_topic,
+                upsert=job.spec.commit_mode in ("upsert", "overwrite"),
+                quarantine_table=job.spec.errors.quarantine_table, error_topic=job.spec.errors.error_topic,
             )
         )  # fmt: skip
     return results

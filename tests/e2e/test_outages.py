@@ -54,7 +54,14 @@ def make_project(tmp_path, ns, topic, service):
     env = yaml.safe_load(env_file.read_text())
     env["outage_retry"] = OUTAGE_RETRY
     # Each S3 call gives up at once: the outage retry under test does the waiting, and the test stays short.
-    env["catalogs"]["lake"]["properties"] = {"hadoop.fs.s3a.attempts.maximum": "1", "hadoop.fs.s3a.retry.limit": "0"}
+    env["catalogs"]["lake"]["properties"] = {"s3.retry.num-retries": "0"}
+    # Spark's Kafka source waits 60 s per offset request and retries it 3 times by default: bounded
+    # here too, so that the run's own outage retry is what the test measures.
+    env["kafka"]["spark_options"] = {
+        "kafka.default.api.timeout.ms": "5000",
+        "kafka.request.timeout.ms": "5000",
+        "fetchOffset.numRetries": "1",
+    }
     env_file.write_text(yaml.safe_dump(env, sort_keys=False))
     return path
 

@@ -1,8 +1,9 @@
 """The rendered SigV4 settings are the ones a signed Iceberg REST catalog needs.
 
-Spark cannot sign here (no AWS SDK v2), so pyiceberg — which reads the same property names — talks
-to a SeaweedFS started with credentials, whose catalog refuses anything unsigned, like S3 Tables
-and OSS Tables do. SeaweedFS checks the signature and the keys, not the signing name.
+SeaweedFS runs with credentials, so its catalog refuses anything unsigned, like S3 Tables and OSS
+Tables do (it checks the signature and the keys, not the signing name). pyiceberg, which reads the
+same property names, talks to a stack of its own here; Spark, with iceberg-aws-bundle as on
+clusters, signs the presets' requests against the session's stack.
 """
 
 from __future__ import annotations
@@ -141,3 +142,57 @@ def test_unsigned_or_wrongly_signed_requests_are_refused(signed):
     wrong = load_catalog("wrong", **pyiceberg_properties(render("wrong", profile)))
     with pytest.raises(ForbiddenError, match="signature"):
         wrong.list_namespaces()
+
+
+@pytest.mark.parametrize("preset", ["s3tables", "osstables"])
+def test_spark_signs_the_presets_catalog_requests_and_writes_through_s3fileio(preset, spark, stack):
+    """The presets' settings as clusters get them, from Spark: SigV4-signed REST calls and S3FileIO
+    writes against the local stack, which verifies both signatures (its own credentials)."""
+    from kafka_iceberg.catalogs import OssTablesCatalog
+    from kafka_iceberg.refs import Resolver
+    from kafka_iceberg.session import attach_catalogs
+
+    storage = S3Storage(
+        type="s3",
+        endpoint=stack.s3_endpoint,
+        region=REGION,
+        path_style=True,
+        access_key_id=stack.s3_access_key_id,
+        secret_access_key=stack.s3_secret_access_key,
+    )
+    name = f"{preset}_spark"
+    if preset == "s3tables":
+        profile: Any = S3TablesCatalog(
+            type="s3tables",
+            region=REGION,
+            table_bucket_arn="arn:aws:s3tables:us-east-1:000000000000:bucket/warehouse",
+            access_key_id=stack.s3_access_key_id,
+            secret_access_key=stack.s3_secret_access_key,
+            properties={"uri": stack.catalog_uri},
+            storage=storage,
+        )
+    else:
+        profile = OssTablesCatalog(
+            type="osstables",
+            region=REGION,
+            table_bucket_arn="acs:osstables:us-east-1:1234567890:bucket/warehouse",
+            access_key_id=stack.s3_access_key_id,
+            secret_access_key=stack.s3_secret_access_key,
+            uri=stack.catalog_uri,
+            s3_endpoint=stack.s3_endpoint,
+        )
+    rendered = render(name, profile)
+    props = rendered.properties()
+    assert props["io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert (props["rest.sigv4-enabled"], props["rest.signing-name"]) == ("true", preset)
+    attach_catalogs(spark, [rendered], Resolver(env={}))
+    ns = f"sig_{preset}_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE NAMESPACE {name}.{ns}")
+    spark.sql(f"CREATE TABLE {name}.{ns}.events (id BIGINT, v STRING) USING iceberg PARTITIONED BY (bucket(4, v))")
+    spark.sql(f"INSERT INTO {name}.{ns}.events VALUES (1, 'a'), (2, 'b')")
+    # Read back independently: pyiceberg, signed with the same credentials.
+    catalog = _catalog(
+        f"{name}_reader", pyiceberg_properties(render(name, profile)) | {"s3.endpoint": stack.s3_endpoint}
+    )
+    rows = catalog.load_table(f"{ns}.events").scan().to_arrow().to_pylist()
+    assert sorted(rows, key=lambda r: r["id"]) == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
