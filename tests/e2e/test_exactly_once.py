@@ -8,7 +8,8 @@ topics yields the same table.
 
 Size: ``KAFKA_ICEBERG_CHAOS_RECORDS`` records over 2 topics of 4 partitions (CI: 24,000 in batches of
 1,500; ``make chaos``: 200,000 in batches of 10,000, as in the run that found issue 21's duplicate),
-``KAFKA_ICEBERG_CHAOS_SEED`` the seed (random when unset, printed on failure).
+``KAFKA_ICEBERG_CHAOS_SEED`` the seed (random when unset, printed on failure), ``KAFKA_ICEBERG_CHAOS_KILLS``
+the least number of kills per reader (8).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ RECORDS = int(os.environ.get("KAFKA_ICEBERG_CHAOS_RECORDS", "24000"))
 PER_PARTITION = RECORDS // (2 * PARTITIONS)
 BATCH = 10_000 if RECORDS >= 100_000 else 1_500
 BAD_EVERY = 50  # 2% bad records
-KILLS = 8
+KILLS = int(os.environ.get("KAFKA_ICEBERG_CHAOS_KILLS", "8"))  # at least this many SIGKILLs per reader
 POINTS = ("publish", "published", "quarantined", "committed")
 SEED = int(os.environ.get("KAFKA_ICEBERG_CHAOS_SEED", str(random.randrange(1 << 30))))
 
