@@ -30,7 +30,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_iceberg.source.capture import capture
-from tests.support.jobs import coordinates
+from tests.support.jobs import coordinates, props, snapshots
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.project import BIN, REPO, project
 from tests.support.readers import READERS, reader_env
@@ -119,8 +119,9 @@ def run_chaos(reader, stack, lake, tmp):
         # Each fault point once in the first attempts, then a random mix of points and external kills.
         how = POINTS[attempt] if attempt < len(POINTS) else rng.choice((*POINTS, "external", "external"))
         fault = {} if how == "external" else {"KAFKA_ICEBERG_FAULT": f"{how}:0.5:{rng.randrange(1 << 30)}"}
-        proc = subprocess.Popen(command, env={**env, **fault}, cwd=REPO, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        with (tmp / f"attempt-{attempt}.log").open("w") as log:  # kept for a failure's diagnosis
+            proc = subprocess.Popen(command, env={**env, **fault}, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # fmt: skip
         if how == "external" and rng.random() < 0.5:
             deadline = time.monotonic() + rng.uniform(3, 20)  # a death within 20 s of the start
         else:  # within 20 s of the next commit (a backstop for the fault points, which kill themselves)
@@ -172,6 +173,24 @@ def committed_records(lake, ns):
     return sum(committed_offsets(lake, ns).values())
 
 
+def _diagnosis(chaos, lake, records, published):
+    """Where the duplicates sit in the error topic, the table's markers, and what each attempt logged."""
+    counts = {c: published.count(c) for c in set(published)}
+    twice = sorted(c for c, n in counts.items() if n > 1)
+    at = {c: [r.offset for r, rc in zip(records, published, strict=True) if rc == c] for c in twice[:5]}
+    markers = [
+        (props(s).get("kafka-iceberg.batch-id"), props(s).get("kafka-iceberg.error-offsets"), s.snapshot_id)
+        for s in snapshots(lake.pyiceberg(), f"{chaos.ns}.events")
+        if "kafka-iceberg.batch-id" in props(s)
+    ]
+    logs = []
+    for log in sorted(chaos.pipeline_file.parents[1].glob("attempt-*.log")):
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if "error topic" in line or "resuming" in line or "KAFKA_ICEBERG_FAULT" in line or "already" in line]  # fmt: skip
+        logs.append(f"{log.name}: " + " | ".join(lines[-6:]))
+    return f"{len(twice)} twice, e.g. {at}\nmarkers (batch, error offsets, snapshot): {markers}\n" + "\n".join(logs)
+
+
 def _error_coordinates(records):
     return [
         (h["kafka_iceberg.errors.topic"].decode(), int(h["kafka_iceberg.errors.partition"]),
@@ -194,8 +213,11 @@ def test_crashes_neither_lose_nor_duplicate(chaos_runs, lake, stack, reader):
     assert len(rows) == len(set(rows)), f"{where}: duplicates in the table"
     assert set(rows) == chaos.good, f"{where}: table differs from the good records"
 
-    published = _error_coordinates(consume_all(stack.kafka_bootstrap, chaos.errors_topic, timeout=120))
-    assert len(published) == len(set(published)), f"{where}: duplicates in the error topic"
+    records = consume_all(stack.kafka_bootstrap, chaos.errors_topic, timeout=120)
+    published = _error_coordinates(records)
+    assert len(published) == len(set(published)), f"{where}: duplicates in the error topic\n" + _diagnosis(
+        chaos, lake, records, published
+    )
     assert set(published) == chaos.bad, f"{where}: error topic differs from the bad records"
     quarantined = coordinates(catalog, f"{chaos.ns}.events_quarantine")
     assert len(quarantined) == len(set(quarantined)), f"{where}: duplicates in the quarantine table"
