@@ -41,6 +41,7 @@ PRODUCER_DEFAULTS = {"message.max.bytes": str(64 * 1024 * 1024)}
 # How long a restart may take to read the error topic up to its end (other writers' open
 # transactions hold read_committed readers back at most their transaction timeout, 60 s by default).
 SCAN_TIMEOUT_S_DEFAULT = 180.0
+METADATA_TIMEOUT_S = 60.0
 
 
 class ErrorTopicError(KafkaIcebergError):
@@ -194,15 +195,25 @@ def end_offsets(config: Mapping[str, str], topic: str) -> dict[int, int]:
     Read uncommitted: a ``read_committed`` client is told the last stable offset instead, which
     another writer's open transaction holds back before records committed after it.
     """
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
         {**config, "group.id": f"kafka-iceberg-offsets-{uuid.uuid4().hex}", "isolation.level": "read_uncommitted"}
     )
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return {}
+        # Only a topic the broker does not know is empty. Any other metadata error (a leader being
+        # elected, a broker under load) is retried, then fails: read as "no records", it would make
+        # a restart publish again what an earlier run published.
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        while True:
+            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+            if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+                return {}
+            if meta.error is None and meta.partitions:
+                break
+            if time.monotonic() > deadline:
+                raise ErrorTopicError(f"no metadata for {topic}: {meta.error}")
+            time.sleep(0.5)
         return {
             int(p): int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
             for p in meta.partitions
