@@ -295,16 +295,23 @@ def read_kafka(
 
 
 def watermarks(config: Mapping[str, str], topic: str) -> dict[int, tuple[int, int]]:
-    """``{partition: (low, high)}`` of ``topic`` (``{}`` when it does not exist)."""
-    from confluent_kafka import Consumer, TopicPartition
+    """``{partition: (low, high)}`` of ``topic`` (``{}`` when it does not exist).
+
+    Raises:
+        VerifyError: the broker answered with another metadata error (read as "no records", it
+            would hide what the topic holds).
+    """
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
         {**config, "group.id": f"kafka-iceberg-verify-{uuid.uuid4().hex}", "isolation.level": "read_uncommitted"}
     )
     try:
         meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
+        if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
             return {}
+        if meta.error is not None:
+            raise VerifyError(f"no metadata for {topic}: {meta.error}")
         return {
             int(p): tuple(int(x) for x in consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10))  # type: ignore[misc]
             for p in meta.partitions
@@ -343,7 +350,8 @@ def verify_table(
     source: dict[tuple[str, int], list[int]] = {}
     for topic in sorted({t for t, _ in committed}):
         marks = watermarks(kafka_config, topic)
-        wanted = {p: (marks.get(p, (0, 0))[0], end) for (t, p), end in committed.items() if t == topic}
+        # A partition Kafka no longer has (the topic was deleted) holds nothing left to check.
+        wanted = {p: (marks[p][0] if p in marks else end, end) for (t, p), end in committed.items() if t == topic}
         for p, b in wanted.items():
             bounds[(topic, p)] = b
         for msg in read_kafka(kafka_config, topic, wanted):
