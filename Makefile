@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: venv jars demo test test-unit lint fmt bench stack-up stack-down clean
+.PHONY: venv jars demo test test-unit lint fmt bench chaos stack-up stack-down clean
 
 $(STAMP): requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ test-unit: jars  ## only the tests that need no local stack
 
 bench: jars  ## throughput, overhead, freshness and file layout against baselines (docs/benchmarks/)
 	$(PY) benchmarks/run.py
+
+SEEDS   ?= 20
+READER  ?= both
+RECORDS ?= 200000
+chaos: jars  ## the crash test for many seeds (SEEDS=20 READER=spark|direct|both RECORDS=200000 [FIRST_SEED=n]), each seed's outcome
+	$(PY) -m tests.e2e.chaos --seeds $(SEEDS) --reader $(READER) --records $(RECORDS) $(if $(FIRST_SEED),--first-seed $(FIRST_SEED))
 
 stack-up: venv
 	$(BIN)/kafka-iceberg local up

@@ -95,3 +95,39 @@ def test_maintain_compacts_expires_and_removes_old_orphans(lake):
     events = lake.pyiceberg().load_table(f"{ns}.event_log").scan().to_arrow().to_pylist()
     assert sorted(e["action"] for e in events) == sorted(reports)
     assert all(e["kind"] == "maintenance" and e["table_name"] == f"{ns}.events" for e in events)
+
+
+def test_every_writers_marker_survives_compaction_and_expiry(lake):
+    """Two pipelines (and a second stream of one) commit to one table; compaction and
+    ``expire_snapshots(retain_last=1)`` leave one snapshot, which holds every writer's newest marker."""
+    spark, ns = lake.spark, lake.new_namespace("maint2")
+    spec = TableSpec.model_validate(
+        {
+            "name": "events",
+            "namespace": ns,
+            "source": {"topics": ["events"], "format": "json"},
+            "partition_window": "none",
+            # remove_orphan_files is left out: it does not concern markers.
+            "maintenance": {
+                "expire_snapshots": {"older_than_days": 0, "retain_last": 1},
+                "orphan_files": {"enabled": False},
+            },
+        }
+    )
+    writers = {p: TableWriter(spark, lake.catalog, spec, pipeline_id=p) for p in ("left", "right")}
+    streams = [("left", "direct"), ("right", "direct"), ("left", "spark-old")]
+    for i in range(3):
+        for n, (pipeline, stream) in enumerate(streams):
+            rows = spark.createDataFrame([(i * 100 + n * 10 + j, "v") for j in range(3)], "id BIGINT, value STRING")
+            marker = CommitMarker(stream=stream, batch_id=i, offsets={f"{pipeline}-{stream}": {0: (i + 1) * 3}})
+            writers[pipeline].commit(rows, marker)
+    reports = TableMaintainer(spark, lake.catalog, spec, "left").run()
+    assert all(r.error is None for r in reports), reports
+    assert len(lake.pyiceberg().load_table(f"{ns}.events").metadata.snapshots) == 1
+    for pipeline, stream in streams:
+        last = writers[pipeline].last_commit(stream)
+        assert last is not None, f"{pipeline}/{stream} lost its marker"
+        assert (last.batch_id, dict(last.offsets)) == (2, {f"{pipeline}-{stream}": {0: 9}})
+    # A second maintenance run copies the copies: still every marker.
+    assert all(r.error is None for r in TableMaintainer(spark, lake.catalog, spec, "left").run())
+    assert all(writers[p].last_commit(s) is not None for p, s in streams)

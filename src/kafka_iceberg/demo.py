@@ -3,7 +3,7 @@
 Starts a fresh stack owned by this process, sends sample messages of every format to Kafka (with a
 few bad ones), runs ``pipelines/shop.yml`` exactly as ``kafka-iceberg run`` does, then reads the
 results back through paths independent of Spark — pyiceberg for the tables, a Kafka consumer for
-the error topic — prints them, and stops the stack.
+the error topic — prints them, runs ``verify`` on the pipeline, and stops the stack.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from kafka_iceberg.local.readback import pyiceberg_catalog, read_topic
+from kafka_iceberg.checks.error_topic import read_records
+from kafka_iceberg.local.readback import pyiceberg_catalog
 from kafka_iceberg.local.stack import LocalStack
 from kafka_iceberg.paths import RUN_DIR_ENV, run_dir
+from kafka_iceberg.verify import render_text, verify_pipeline
 
 Say = Callable[[str], None]
 READERS = {"spark": "Spark's Kafka source", "direct": "the direct Kafka reader", "replay": "replay files"}
@@ -125,12 +127,16 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
             rows.sort(key=functools.partial(_sort_key, order))
             counts[identifier] = len(rows)
             _show(say, f"{identifier}  (pyiceberg, {table.metadata.location})", rows, columns)
-        errors = read_topic(bootstrap, "orders_errors")
+        # The error topic is written in transactions: read to the end by position, read_committed.
+        errors = list(read_records({"bootstrap.servers": bootstrap}, "orders_errors", timeout=60))
         say(f"\norders_errors ({len(errors)} records, read with a Kafka consumer)")
         for record in errors:
-            reason = dict(record.headers).get("kafka_iceberg.errors.reason") or b""
-            say(f"  key={record.key!r} value={record.value!r} reason={reason.decode()}")
+            reason = dict(record.headers() or []).get("kafka_iceberg.errors.reason") or b""
+            say(f"  key={record.key()!r} value={record.value()!r} reason={reason.decode()}")
         counts["orders_errors"] = len(errors)
+        results = verify_pipeline(prepared)
+        say(f"\nkafka-iceberg verify: every committed offset in exactly one place\n{render_text(results)}")
+        counts["verify_failed"] = sum(1 for r in results if not r.ok)
         return counts
     finally:
         stack.down()

@@ -9,6 +9,7 @@ only record of the offsets the table holds, and the next run would read Kafka fr
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -18,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg.observe.report import MaintenanceReport
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write.jvm import IcebergTable, jvm
-from kafka_iceberg.write.marker import COPIED_FROM_KEY, MARKER_PREFIX
+from kafka_iceberg.write.marker import (
+    BATCH_ID_KEY,
+    COPIED_FROM_KEY,
+    OTHER_MARKERS_KEY,
+    PIPELINE_KEY,
+    STREAM_KEY,
+    summaries_in,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -66,14 +74,33 @@ class TableMaintainer:
         return jvm(self.spark).org.apache.iceberg.spark.actions.SparkActions.get(self.spark._jsparkSession)
 
     def _marker(self) -> dict[str, str]:
-        """The newest commit marker, to copy into the snapshot the action creates (tagged as a copy)."""
+        """The commit markers to copy into the snapshot the action creates (tagged as copies).
+
+        The newest marker in the ancestry goes in the snapshot's own entries, as a commit's would;
+        the newest marker of every other pipeline and stream (two pipelines writing one table, a
+        Spark query that got a new checkpoint) goes in ``kafka-iceberg.other-markers``, so that
+        expiring the snapshots below keeps every writer's offsets, not only the last one's.
+        """
+        primary: dict[str, str] = {}
+        newest: dict[tuple[str, str], tuple[int, dict[str, str]]] = {}
         for snap in IcebergTable(self.spark, self.table_name).refresh().ancestry():
-            summary = snap.summary()
-            marker = {k: v for k, v in summary.items() if k.startswith(MARKER_PREFIX)}
-            if marker:
+            for marker in summaries_in(snap.summary()):
                 marker.setdefault(COPIED_FROM_KEY, str(snap.snapshot_id))
-                return marker
-        return {}
+                if not primary:
+                    primary = marker
+                key = (marker.get(PIPELINE_KEY, ""), marker.get(STREAM_KEY, ""))
+                batch = marker.get(BATCH_ID_KEY, "")
+                batch_id = int(batch) if batch.isdigit() else -1
+                if key not in newest or batch_id > newest[key][0]:
+                    newest[key] = (batch_id, marker)
+        if not primary:
+            return {}
+        mine = (primary.get(PIPELINE_KEY, ""), primary.get(STREAM_KEY, ""))
+        primary = newest[mine][1]  # a copy on top may be older than a commit that landed below it
+        others = [m for key, (_, m) in sorted(newest.items()) if key != mine]
+        if others:
+            primary = {**primary, OTHER_MARKERS_KEY: json.dumps(others, sort_keys=True, separators=(",", ":"))}
+        return primary
 
     def _report(self, action: str, started: float, details: dict[str, Any], table: Any) -> MaintenanceReport:
         table.refresh()

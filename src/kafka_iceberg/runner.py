@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafka_iceberg import faults
 from kafka_iceberg.api import resolve_transform
 from kafka_iceberg.checks import ErrorRouter, apply_expectations, write_rejections
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 Offsets = dict[str, dict[int, int]]
 Observer = Callable[[BatchReport], None]
 QUARANTINE_STREAM = "quarantine"
+DROPPED = "dropped"  # marker entry ``kafka-iceberg.dropped``: records dropped on purpose so far, per stream
 
 
 def merge_offsets(*parts: Mapping[str, Mapping[int, int]] | None) -> Offsets:
@@ -166,6 +168,7 @@ class BatchProcessor:
     _writer: TableWriter | None = field(default=None, init=False)
     _transform: Callable[[DataFrame], DataFrame] | None = field(default=None, init=False)
     _error_offsets: Offsets = field(default_factory=dict, init=False)
+    _dropped: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
@@ -182,6 +185,7 @@ class BatchProcessor:
         """The last commit of ``stream``; prepares error-topic de-duplication from it."""
         last = self.writer.last_commit(stream) if self.writer.exists() else None
         self._error_offsets = {t: dict(p) for t, p in last.error_offsets.items()} if last else {}
+        self._dropped = int(last.extra.get(DROPPED, "0")) if last else 0
         if self.publisher is not None:
             self.publisher.recover(since=self._error_offsets.get(self.publisher.topic, {}))
         return last
@@ -216,6 +220,10 @@ class BatchProcessor:
             return frame
 
         try:
+            if self._already_committed(batch_id, stream):
+                report.batch_latency_s = time.monotonic() - started
+                self._notify(report)
+                return report
             self._process(raw, batch_id=batch_id, stream=stream, offsets=offsets, report=report, persist=persist)
         except Exception as exc:
             report.error = f"{type(exc).__name__}: {exc}"
@@ -227,6 +235,20 @@ class BatchProcessor:
         report.batch_latency_s = time.monotonic() - started
         self._notify(report)
         return report
+
+    def _already_committed(self, batch_id: int, stream: str) -> bool:
+        """Whether ``batch_id`` of ``stream`` is in the table already: a replay, left alone entirely.
+
+        Spark's Kafka source runs the last batch again when a crash fell between the table commit
+        and its own commit log. Routing such a batch again would publish its bad records a second
+        time (the error topic's de-duplication starts after the last commit); the commit itself
+        would be skipped anyway.
+        """
+        last = self.writer.last_commit(stream) if self.writer.exists() else None
+        if last is None or batch_id > last.batch_id:
+            return False
+        log.info("%s: batch %d of %s is already committed; skipped", self.spec.identifier, batch_id, stream)
+        return True
 
     def _process(
         self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets, report: BatchReport, persist: Any
@@ -284,16 +306,29 @@ class BatchProcessor:
         report.records_failed = routing.failed
         report.records_skipped, report.records_published = routing.skipped, routing.published
         report.records_quarantined = routing.quarantined
+        if routing.quarantined:
+            faults.reached("quarantined")
         if routing.error_offsets and self.publisher is not None:
             self._error_offsets = {self.publisher.topic: dict(routing.error_offsets)}
         if plan.changes:  # applying an empty plan would only drop the loaded table and reload it
             self.writer.apply(plan)
         if self.spec.commit_mode != "upsert" and TOMBSTONE_COLUMN in rows.columns:
             rows = rows.drop(TOMBSTONE_COLUMN)
-        marker = CommitMarker(stream=stream, batch_id=batch_id, offsets=offsets, error_offsets=self._error_offsets)
+        # Records dropped on purpose (``drop`` expectations, ``skip_error``), cumulative per stream and
+        # committed with the offsets, so that ``verify`` can account for them.
+        dropped = self._dropped + report.records_dropped + report.records_skipped
+        marker = CommitMarker(
+            stream=stream,
+            batch_id=batch_id,
+            offsets=offsets,
+            error_offsets=self._error_offsets,
+            extra={DROPPED: str(dropped)},
+        )
         write_started = time.monotonic()
         result = self.writer.commit(rows, marker)
         report.write_latency_s = time.monotonic() - write_started
+        self._dropped = dropped
+        faults.reached("committed")
         report.committed = not result.skipped
         report.snapshot_id = result.snapshot_id
         report.records_written = result.records_written

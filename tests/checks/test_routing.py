@@ -101,7 +101,7 @@ def test_error_topic_gets_original_bytes_and_explaining_headers(stack, errors, s
     router = ErrorRouter(spec(skip_error=skip_error, error_topic=topic), publisher=_publisher(stack, topic))
     result = router.route(errors, None, batch_id=1)
     assert (result.published, result.skipped) == (2, 0)
-    assert sum(result.error_offsets.values()) == 2
+    assert sum(result.error_offsets.values()) == 3  # two records and the transaction's commit marker
     got = consume_all(stack.kafka_bootstrap, topic)
     by_offset = {int(dict(m.headers)[H_OFFSET]): m for m in got}
     assert set(by_offset) == {3, 7}
@@ -122,6 +122,58 @@ def test_republishing_after_a_crash_does_not_duplicate(stack, errors):
     sent, _ = again.publish(errors.toLocalIterator())
     assert sent == 0
     assert len(consume_all(stack.kafka_bootstrap, topic)) == 2
+
+
+@pytest.mark.integration
+def test_a_crashed_runs_open_transaction_is_fenced_and_its_records_sent_again(stack, errors):
+    """A run killed in the middle of a publish leaves an open transaction whose requests may still
+    be in flight. The restart's recovery fences that producer first: its records are aborted (no
+    read_committed reader sees them), nothing of it can land after the scan, and the batch is sent
+    again in full."""
+    from confluent_kafka import KafkaException, Producer
+
+    topic = f"errors_{uuid.uuid4().hex[:8]}"
+    crashed = _publisher(stack, topic)
+    zombie = Producer({"bootstrap.servers": stack.kafka_bootstrap, "transactional.id": crashed.transactional_id})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for row in errors.toLocalIterator():
+        zombie.produce(topic, value=bytes(row["value"]), headers=[("kafka_iceberg.errors.pipeline", b"p"),
+                       ("kafka_iceberg.errors.table", b"n.t"), ("kafka_iceberg.errors.topic", b"src"),
+                       ("kafka_iceberg.errors.partition", b"1"), ("kafka_iceberg.errors.offset", b"9")])  # fmt: skip
+    zombie.flush(10)  # sent, never committed: the run "died" here
+    again = _publisher(stack, topic)
+    assert again.recover(since={}) == 0  # the open transaction was aborted by the fencing
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(10)  # the crashed run cannot complete it any more
+    assert again.publish(errors.toLocalIterator())[0] == 2
+    assert len(consume_all(stack.kafka_bootstrap, topic)) == 2
+
+
+@pytest.mark.integration
+def test_recovery_reads_to_the_end_or_fails_it_never_stops_on_a_quiet_poll(stack, errors):
+    """The scan ends when the consumer's position reaches the high watermark read after fencing;
+    a topic it cannot read to the end fails the run instead of republishing."""
+    from kafka_iceberg.checks.error_topic import ErrorTopicError, read_committed
+
+    topic = f"errors_{uuid.uuid4().hex[:8]}"
+    first = _publisher(stack, topic)
+    for _ in range(3):
+        first.publish(errors.toLocalIterator())  # three transactions, three commit markers
+    conf = {"bootstrap.servers": stack.kafka_bootstrap}
+    assert len(list(read_committed(conf, topic, {}, timeout=30))) == 6
+    # An open transaction of another writer holds read_committed readers back: fail, do not guess.
+    from confluent_kafka import Producer
+
+    other = Producer({**conf, "transactional.id": f"other-{uuid.uuid4().hex}"})
+    other.init_transactions(30)
+    other.begin_transaction()
+    other.produce(topic, value=b"x")
+    other.flush(10)
+    with pytest.raises(ErrorTopicError, match="could not read"):
+        list(read_committed(conf, topic, {}, timeout=3))
+    other.commit_transaction(10)
+    assert len(list(read_committed(conf, topic, {}, timeout=30))) == 7
 
 
 @pytest.mark.integration

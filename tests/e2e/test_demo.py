@@ -24,6 +24,10 @@ def test_demo_runs_the_shop_pipeline_and_prints_what_landed(tmp_path):
     assert "orders_errors (1 records, read with a Kafka consumer)" in out and "extendinfos" in out
     assert "stock.inventory" in out and "3.60" in out
     assert "ops.blobs" in out and "00 01 02 fd fe ff" in out
+    verified = out.split("kafka-iceberg verify")[1]
+    assert "FAILED" not in verified and verified.count("  ok") == 5, verified
+    assert "sales.orders  [per-batch" in verified  # upsert: reconciled per batch, and it says so
+    assert "web.clicks  [per-offset; table; dropped on purpose 1]" in verified  # skip_error's drop
     assert "local stack stopped" in out
     assert LocalStack(run_dir).read_state() is None  # stopped and forgotten
     leftovers = [pid for pid in _pids() if str(run_dir) in " ".join(processes.cmdline(pid))]

@@ -7,6 +7,7 @@ import pytest
 from kafka_iceberg.errors import ExpectationFailedError, RecordError
 from tests.support.kafka import consume_all, produce
 from tests.support.run import run_pipeline, unique
+from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +55,7 @@ def test_no_skip_no_target_fails_the_batch_and_commits_nothing(tmp_path, lake, s
     assert (ran.error.topic, ran.error.partition, ran.error.offset) == (topic, 0, 1)
     assert "id" in ran.error.reason and "two" in ran.error.reason
     assert table_rows(lake, ns) in (None, [])  # nothing of the batch committed
+    assert_verified(tmp_path / "pipelines" / "p.yml")
 
 
 def test_skip_without_target_drops_and_counts(tmp_path, lake, source):
@@ -62,6 +64,7 @@ def test_skip_without_target_drops_and_counts(tmp_path, lake, source):
     assert table_rows(lake, ns) == [1, 3, 5]
     assert sum(r.records_skipped for r in ran.reports) == 2
     assert sum(r.records_failed for r in ran.reports) == 2
+    assert_verified(tmp_path / "pipelines" / "p.yml")
 
 
 @pytest.mark.parametrize("skip_error", ["false", "true"])
@@ -74,6 +77,7 @@ def test_error_topic_keeps_good_records_flowing(tmp_path, lake, stack, source, s
     bad = consume_all(stack.kafka_bootstrap, errors_topic)
     assert sorted(m.value for m in bad) == sorted([GOOD_BAD_GOOD[1][1].encode(), GOOD_BAD_GOOD[3][1].encode()])
     assert sum(r.records_published for r in ran.reports) == 2 and sum(r.records_skipped for r in ran.reports) == 0
+    assert_verified(tmp_path / "pipelines" / "p.yml")
 
 
 def test_quarantine_table_with_skip_error(tmp_path, lake, source):
@@ -84,6 +88,7 @@ def test_quarantine_table_with_skip_error(tmp_path, lake, source):
     bad = lake.pyiceberg().load_table(f"{ns}.orders_bad").scan().to_arrow().to_pylist()
     assert sorted(r["offset"] for r in bad) == [1, 3]
     assert {r["_error_stage"] for r in bad} == {"decode"}
+    assert_verified(tmp_path / "pipelines" / "p.yml")
 
 
 def test_expectation_actions_warn_drop_quarantine(tmp_path, lake, source):
@@ -107,6 +112,7 @@ def test_expectation_actions_warn_drop_quarantine(tmp_path, lake, source):
     assert report.expectations_failed == {"small": 1, "not_negative": 1, "not_zero": 1}
     assert report.expectations_passed == {"small": 2, "not_negative": 2, "not_zero": 2}
     assert report.records_dropped == 1 and report.records_quarantined == 3  # 2 decode errors + 1 rule
+    assert_verified(tmp_path / "pipelines" / "p.yml")
 
 
 def test_expectation_fail_stops_before_any_commit(tmp_path, lake, source):
@@ -117,3 +123,4 @@ def test_expectation_fail_stops_before_any_commit(tmp_path, lake, source):
     assert isinstance(ran.error, ExpectationFailedError)
     assert f"topic {topic} partition 0 offset 2" in str(ran.error)
     assert table_rows(lake, ns) in (None, [])
+    assert_verified(tmp_path / "pipelines" / "p.yml")

@@ -1,6 +1,16 @@
-"""Exactly once across crashes: the direct reader is SIGKILLed at random moments and restarted;
-in the end every good record is in the table once, every bad one in the error topic once, lag 0.
-Replaying a capture of the same topics yields the same table."""
+"""Exactly once across dense crashes, for both readers: the job is killed at least ``KILLS`` times —
+by random external SIGKILLs within 20 s of its start or of a commit, and by itself at named points
+of a batch (``KAFKA_ICEBERG_FAULT``: during the error-topic publish, between it and the table
+commit, between the quarantine and the table commit, between the table commit and the source's
+acknowledgement) — and restarted; in the end every good record is in the table once, every bad one
+in the error topic and the quarantine table once, and lag is 0. Replaying a capture of the same
+topics yields the same table.
+
+Size: ``KAFKA_ICEBERG_CHAOS_RECORDS`` records over 2 topics of 4 partitions (CI: 24,000 in batches of
+1,500; ``make chaos``: 200,000 in batches of 10,000, as in the run that found issue 21's duplicate),
+``KAFKA_ICEBERG_CHAOS_SEED`` the seed (random when unset, printed on failure), ``KAFKA_ICEBERG_CHAOS_KILLS``
+the least number of kills per reader (8).
+"""
 
 from __future__ import annotations
 
@@ -20,16 +30,22 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_iceberg.source.capture import capture
+from tests.support.jobs import coordinates, props, snapshots
 from tests.support.kafka import consume_all, create_topic, produce
 from tests.support.project import BIN, REPO, project
+from tests.support.readers import READERS, reader_env
 from tests.support.run import run_pipeline, unique
+from tests.support.verify import assert_verified
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PER_PARTITION = 25_000  # 2 topics x 4 partitions x 25k = 200k records
 PARTITIONS = 4
+RECORDS = int(os.environ.get("KAFKA_ICEBERG_CHAOS_RECORDS", "24000"))
+PER_PARTITION = RECORDS // (2 * PARTITIONS)
+BATCH = 10_000 if RECORDS >= 100_000 else 1_500
 BAD_EVERY = 50  # 2% bad records
-KILLS = 5
+KILLS = int(os.environ.get("KAFKA_ICEBERG_CHAOS_KILLS", "8"))  # at least this many SIGKILLs per reader
+POINTS = ("publish", "published", "quarantined", "committed")
 SEED = int(os.environ.get("KAFKA_ICEBERG_CHAOS_SEED", str(random.randrange(1 << 30))))
 
 
@@ -39,7 +55,8 @@ def payload(topic_index, partition, i):
     return json.dumps({"id": (topic_index * PARTITIONS + partition) * PER_PARTITION + i, "note": f"n{i % 97}"})
 
 
-def pipeline(ns, topics, errors_topic, batch):
+def pipeline(ns, topics, errors_topic, batch, quarantine=True):
+    quarantine_table = f", quarantine_table: {ns}.events_quarantine" if quarantine else ""
     return f"""
 pipeline: chaos
 catalog: lake
@@ -50,28 +67,27 @@ tables:
     schema: {{columns: {{id: long, note: string}}}}
     schema_evolution: strict
     partition_window: none
-    errors: {{error_topic: {errors_topic}}}
+    errors: {{error_topic: {errors_topic}{quarantine_table}}}
 """
 
 
 @dataclass
 class Chaos:
+    reader: str
     ns: str
     topics: list[str]
     errors_topic: str
     pipeline_file: Path
-    kills: list[float]
+    kills: list[str]
     progress: list[int]
     good: set[tuple[str, int, int]]
     bad: set[tuple[str, int, int]]
+    seconds: float
 
 
-@pytest.fixture(scope="module")
-def chaos(stack, lake, tmp_path_factory):
-    ns, errors_topic = unique("chaos"), unique("chaos_errors")
+def _produce(stack):
     topics = [unique("chaos_a"), unique("chaos_b")]
-    good, bad = set(), set()
-    threads = []
+    good, bad, threads = set(), set(), []
     for t_index, topic in enumerate(topics):
         create_topic(stack.kafka_bootstrap, topic, partitions=PARTITIONS)
         for p in range(PARTITIONS):
@@ -85,88 +101,142 @@ def chaos(stack, lake, tmp_path_factory):
         thread.start()
     for thread in threads:
         thread.join()
+    return topics, good, bad
 
-    path = project(tmp_path_factory.mktemp("chaos"), pipeline(ns, topics, errors_topic, batch=20_000))
+
+def run_chaos(reader, stack, lake, tmp):
+    started = time.monotonic()
+    ns, errors_topic = unique("chaos"), unique("chaos_errors")
+    topics, good, bad = _produce(stack)
+    path = project(tmp, pipeline(ns, topics, errors_topic, batch=BATCH), extra_env=reader_env(reader))
     env = {**os.environ, "KAFKA_ICEBERG_RUN_DIR": stack.run_dir, "PYTHONPATH": str(REPO / "src")}
-    command = [str(BIN / "ingest-flatten"), "--pipeline", str(path), "--env", "local"]
-    rng = random.Random(SEED)
+    command = [str(BIN / "ingest-flatten"), "--pipeline", str(path), "--env", READERS[reader]]
+    rng = random.Random(f"{SEED}-{reader}")
     kills, progress = [], []
-    for attempt in range(KILLS):
-        proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)  # fmt: skip
-        # Odd attempts die at a random moment (start-up included); even ones at a random moment just
-        # after the next commit lands, so some crashes always fall between commits whatever the load.
-        if attempt % 2:
-            deadline = time.monotonic() + rng.uniform(3, 40)
-        else:
+    for attempt in range(4 * KILLS):
+        if len(kills) >= KILLS:
+            break
+        # Each fault point once in the first attempts, then a random mix of points and external kills.
+        how = POINTS[attempt] if attempt < len(POINTS) else rng.choice((*POINTS, "external", "external"))
+        fault = {} if how == "external" else {"KAFKA_ICEBERG_FAULT": f"{how}:0.5:{rng.randrange(1 << 30)}"}
+        with (tmp / f"attempt-{attempt}.log").open("w") as log:  # kept for a failure's diagnosis
+            proc = subprocess.Popen(command, env={**env, **fault}, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # fmt: skip
+        if how == "external" and rng.random() < 0.5:
+            deadline = time.monotonic() + rng.uniform(3, 20)  # a death within 20 s of the start
+        else:  # within 20 s of the next commit (a backstop for the fault points, which kill themselves)
             before = committed_records(lake, ns)
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and proc.poll() is None and committed_records(lake, ns) == before:
-                time.sleep(0.5)
-            deadline = time.monotonic() + rng.uniform(0, 4)
+                time.sleep(0.3)
+            deadline = time.monotonic() + rng.uniform(0, 20 if how == "external" else 60)
         try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
+            code = proc.wait(max(0.0, deadline - time.monotonic()))
+            if code == -signal.SIGKILL:
+                kills.append(how)  # the fault hook fired
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # python, spark-submit and the JVM at once: a hard crash
             proc.wait(30)
-            kills.append(attempt)
-            progress.append(committed_records(lake, ns))
-    final = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
-    assert final.returncode == 0, f"seed {SEED}: {final.stdout}\n{final.stderr[-4000:]}"
-    return Chaos(ns, topics, errors_topic, path, kills, progress, good, bad)
+            kills.append(f"external after {how}" if how != "external" else how)
+        progress.append(committed_records(lake, ns))
+    final = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800, check=False)
+    assert final.returncode == 0, f"seed {SEED} ({reader}): {final.stdout}\n{final.stderr[-4000:]}"
+    return Chaos(reader, ns, topics, errors_topic, path, kills, progress, good, bad, time.monotonic() - started)
+
+
+@pytest.fixture(scope="module")
+def chaos_runs(stack, lake, tmp_path_factory):
+    cache = {}
+
+    def get(reader):
+        if reader not in cache:
+            cache[reader] = run_chaos(reader, stack, lake, tmp_path_factory.mktemp(f"chaos_{reader}"))
+        return cache[reader]
+
+    return get
+
+
+def committed_offsets(lake, ns):
+    """``{(topic, partition): next offset}`` of the table's newest commit marker."""
+    catalog = lake.pyiceberg()
+    if not catalog.table_exists(f"{ns}.events"):
+        return {}
+    snapshot = catalog.load_table(f"{ns}.events").current_snapshot()
+    if snapshot is None:
+        return {}
+    offsets = json.loads(snapshot.summary.additional_properties.get("kafka-iceberg.offsets", "{}"))
+    return {(t, int(p)): o for t, parts in offsets.items() for p, o in parts.items()}
 
 
 def committed_records(lake, ns):
     """Records covered by the table's last commit marker (0 before the first commit)."""
-    catalog = lake.pyiceberg()
-    if not catalog.table_exists(f"{ns}.events"):
-        return 0
-    snapshot = catalog.load_table(f"{ns}.events").current_snapshot()
-    if snapshot is None:
-        return 0
-    offsets = json.loads(snapshot.summary.additional_properties.get("kafka-iceberg.offsets", "{}"))
-    return sum(sum(parts.values()) for parts in offsets.values())
+    return sum(committed_offsets(lake, ns).values())
 
 
-def test_crashes_neither_lose_nor_duplicate(chaos, lake, stack):
-    assert len(chaos.kills) >= KILLS - 1, f"seed {SEED}: runs finished before they could be killed: {chaos.kills}"
+def _diagnosis(chaos, lake, records, published):
+    """Where the duplicates sit in the error topic, the table's markers, and what each attempt logged."""
+    counts = {c: published.count(c) for c in set(published)}
+    twice = sorted(c for c, n in counts.items() if n > 1)
+    at = {c: [r.offset for r, rc in zip(records, published, strict=True) if rc == c] for c in twice[:5]}
+    markers = [
+        (props(s).get("kafka-iceberg.batch-id"), props(s).get("kafka-iceberg.error-offsets"), s.snapshot_id)
+        for s in snapshots(lake.pyiceberg(), f"{chaos.ns}.events")
+        if "kafka-iceberg.batch-id" in props(s)
+    ]
+    logs = []
+    for log in sorted(chaos.pipeline_file.parents[1].glob("attempt-*.log")):
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if "error topic" in line or "resuming" in line or "KAFKA_ICEBERG_FAULT" in line or "already" in line]  # fmt: skip
+        logs.append(f"{log.name}: " + " | ".join(lines[-6:]))
+    return f"{len(twice)} twice, e.g. {at}\nmarkers (batch, error offsets, snapshot): {markers}\n" + "\n".join(logs)
+
+
+def _error_coordinates(records):
+    return [
+        (h["kafka_iceberg.errors.topic"].decode(), int(h["kafka_iceberg.errors.partition"]),
+         int(h["kafka_iceberg.errors.offset"]))
+        for h in (dict(m.headers) for m in records)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("reader", ["spark", "direct"])
+def test_crashes_neither_lose_nor_duplicate(chaos_runs, lake, stack, reader):
+    chaos = chaos_runs(reader)
+    where = f"seed {SEED} ({reader}, kills {chaos.kills}, progress {chaos.progress})"
+    print(f"chaos {reader} seed {SEED}: {len(chaos.kills)} kills {chaos.kills} in {chaos.seconds:.0f}s")
+    assert len(chaos.kills) >= KILLS, f"{where}: runs finished before they could be killed"
     total = 2 * PARTITIONS * PER_PARTITION
     # The crashes landed between commits, not only before the first or after the last one.
-    assert any(0 < done < total for done in chaos.progress), f"seed {SEED}: progress at kills {chaos.progress}"
-    rows = (
-        lake.pyiceberg()
-        .load_table(f"{chaos.ns}.events")
-        .scan(selected_fields=("topic", "partition", "offset"))
-        .to_arrow()
+    assert any(0 < done < total for done in chaos.progress), where
+    catalog = lake.pyiceberg()
+    rows = coordinates(catalog, f"{chaos.ns}.events")
+    assert len(rows) == len(set(rows)), f"{where}: duplicates in the table"
+    assert set(rows) == chaos.good, f"{where}: table differs from the good records"
+
+    records = consume_all(stack.kafka_bootstrap, chaos.errors_topic, timeout=120)
+    published = _error_coordinates(records)
+    assert len(published) == len(set(published)), f"{where}: duplicates in the error topic\n" + _diagnosis(
+        chaos, lake, records, published
     )
-    coordinates = list(zip(*(rows.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True))
-    assert len(coordinates) == len(set(coordinates)), f"seed {SEED}: duplicates in the table"
-    assert set(coordinates) == chaos.good, f"seed {SEED}: table differs from the good records"
+    assert set(published) == chaos.bad, f"{where}: error topic differs from the bad records"
+    quarantined = coordinates(catalog, f"{chaos.ns}.events_quarantine")
+    assert len(quarantined) == len(set(quarantined)), f"{where}: duplicates in the quarantine table"
+    assert set(quarantined) == chaos.bad, f"{where}: quarantine table differs from the bad records"
 
-    published = consume_all(stack.kafka_bootstrap, chaos.errors_topic, timeout=60)
-    bad = [
-        (
-            h["kafka_iceberg.errors.topic"].decode(),
-            int(h["kafka_iceberg.errors.partition"]),
-            int(h["kafka_iceberg.errors.offset"]),
-        )
-        for h in (dict(m.headers) for m in published)
-    ]
-    assert len(bad) == len(set(bad)), f"seed {SEED}: duplicates in the error topic"
-    assert set(bad) == chaos.bad
-
-    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
-    group = f"kafka-iceberg.chaos.{chaos.ns}.events"
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(t, p) for t in chaos.topics for p in range(PARTITIONS)]
-    )
-    committed = admin.list_consumer_group_offsets([request])[group].result(timeout=10).topic_partitions
-    assert {(tp.topic, tp.partition): tp.offset for tp in committed} == {
-        (t, p): PER_PARTITION for t in chaos.topics for p in range(PARTITIONS)
-    }, "lag is not 0"
+    # Lag 0: Spark's Kafka source commits no consumer group, so lag is read from the table's marker.
+    ends = {(t, p): PER_PARTITION for t in chaos.topics for p in range(PARTITIONS)}
+    assert committed_offsets(lake, chaos.ns) == ends, f"{where}: the table's marker lags"
+    if reader == "direct":
+        admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+        group = f"kafka-iceberg.chaos.{chaos.ns}.events"
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in ends])
+        committed = admin.list_consumer_group_offsets([request])[group].result(timeout=10).topic_partitions
+        assert {(tp.topic, tp.partition): tp.offset for tp in committed} == ends, f"{where}: the group lags"
+    assert_verified(chaos.pipeline_file, READERS[reader])
 
 
-def test_replay_of_a_capture_yields_the_same_table(chaos, lake, stack, tmp_path):
+def test_replay_of_a_capture_yields_the_same_table(chaos_runs, lake, stack, tmp_path):
+    chaos = chaos_runs("direct")
     captured = tmp_path / "captured"
     for topic in chaos.topics:
         capture({"bootstrap.servers": stack.kafka_bootstrap}, topic, captured, records_per_file=50_000)
@@ -174,7 +244,7 @@ def test_replay_of_a_capture_yields_the_same_table(chaos, lake, stack, tmp_path)
     replay_env = re.sub(r"(?m)^  reader: .*$", f"  reader: replay\n  replay_path: {captured}", local)
     assert replay_env != local
     ns = unique("replayed")
-    text = pipeline(ns, chaos.topics, unique("replay_errors"), batch=20_000)
+    text = pipeline(ns, chaos.topics, unique("replay_errors"), batch=20_000, quarantine=False)
     run_pipeline(tmp_path / "p", text.replace("pipeline: chaos", "pipeline: replayed"), env_name="replay",
                  extra_env={"replay": replay_env})  # fmt: skip
     fields = ("topic", "partition", "offset", "id", "note")

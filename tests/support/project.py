@@ -12,12 +12,18 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def entry_point(name: str, *args: str, stack_dir: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run a console script of the package (``ingest-json``...) against the test session's stack."""
-    env = {**os.environ, "KAFKA_ICEBERG_RUN_DIR": stack_dir, "PYTHONPATH": str(REPO / "src")}
+def entry_point(
+    name: str, *args: str, stack_dir: str, timeout: float = 600, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a console script of the package (``ingest-json``...) against the test session's stack.
+
+    It runs in a session of its own, so a crash it injects (``KAFKA_ICEBERG_FAULT``) takes its JVM too.
+    """
+    env = {**os.environ, "KAFKA_ICEBERG_RUN_DIR": stack_dir, "PYTHONPATH": str(REPO / "src"), **(extra_env or {})}
     return subprocess.run(
-        [str(BIN / name), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False, cwd=REPO
-    )
+        [str(BIN / name), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False, cwd=REPO,
+        start_new_session=True,
+    )  # fmt: skip
 
 
 def project(tmp_path: Path, pipeline_yaml: str, *, extra_env: dict[str, str] | None = None) -> Path:

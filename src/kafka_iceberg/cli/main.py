@@ -86,11 +86,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from kafka_iceberg.runtime import prepare
+    from kafka_iceberg.verify import render_json, render_text, verify_pipeline
+
+    prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
+    results = verify_pipeline(prepared, table=args.table)
+    emit(render_json(results) if args.json else render_text(results))
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kafka_iceberg.demo import run_demo
 
     counts = run_demo(emit, Path(args.pipeline), Path(args.run_dir) if args.run_dir else None)
-    return EXIT_OK if counts.get("sales.orders") else EXIT_FAILED
+    return EXIT_OK if counts.get("sales.orders") and not counts.get("verify_failed") else EXIT_FAILED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,6 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline_args(maintain)
     add_check_arg(maintain)
     maintain.set_defaults(handler=pipelines.cmd_maintain)
+
+    verify = sub.add_parser(
+        "verify", help="reconcile every committed source offset with the table, the error targets and the drops"
+    )
+    add_pipeline_args(verify)
+    verify.add_argument("--table", help="only this table (namespace.name)")
+    verify.add_argument("--json", action="store_true", help="the reconciliation as JSON")
+    verify.set_defaults(handler=_cmd_verify)
 
     metrics = sub.add_parser("metrics", help="Prometheus text of the metrics the runs recorded")
     add_pipeline_args(metrics)

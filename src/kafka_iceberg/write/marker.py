@@ -19,7 +19,13 @@ OFFSETS_KEY = "kafka-iceberg.offsets"
 ERROR_OFFSETS_KEY = "kafka-iceberg.error-offsets"
 # Set on markers that maintenance copied into its own snapshots (compaction, manifest rewrites).
 COPIED_FROM_KEY = "kafka-iceberg.copied-from"
-RESERVED_KEYS = frozenset({PIPELINE_KEY, STREAM_KEY, BATCH_ID_KEY, OFFSETS_KEY, ERROR_OFFSETS_KEY, COPIED_FROM_KEY})
+# Set on maintenance snapshots too: JSON list of the newest markers of every *other* pipeline and
+# stream in the ancestry (each a dict of its summary entries), so that the markers of a second
+# writer of the table survive snapshot expiry as well as the newest one does.
+OTHER_MARKERS_KEY = "kafka-iceberg.other-markers"
+RESERVED_KEYS = frozenset(
+    {PIPELINE_KEY, STREAM_KEY, BATCH_ID_KEY, OFFSETS_KEY, ERROR_OFFSETS_KEY, COPIED_FROM_KEY, OTHER_MARKERS_KEY}
+)
 
 # Iceberg snapshot-summary keys a commit result is read from.
 ADDED_RECORDS = "added-records"
@@ -100,6 +106,19 @@ class CommitMarker:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed kafka-iceberg marker in snapshot {snapshot_id}: {exc}") from None
+
+
+def summaries_in(summary: Mapping[str, str]) -> list[dict[str, str]]:
+    """The markers a snapshot summary holds: its own (if any), then those maintenance copied in."""
+    out = []
+    if STREAM_KEY in summary:
+        out.append({k: v for k, v in summary.items() if k.startswith(MARKER_PREFIX) and k != OTHER_MARKERS_KEY})
+    try:
+        others = json.loads(summary.get(OTHER_MARKERS_KEY, "[]"))
+    except ValueError:
+        others = []
+    out += [{str(k): str(v) for k, v in m.items()} for m in others if isinstance(m, dict)]
+    return out
 
 
 def _prefixed(key: str) -> str:

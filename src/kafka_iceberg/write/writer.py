@@ -24,6 +24,7 @@ from kafka_iceberg.write.marker import (
     STREAM_KEY,
     CommitMarker,
     CommitResult,
+    summaries_in,
 )
 from kafka_iceberg.write.plan import TablePlan, TableState, build_plan, check_identifiers
 from kafka_iceberg.write.properties import (
@@ -168,21 +169,31 @@ class TableWriter:
             created = created or statement == plan.create_table
 
     # -- markers -----------------------------------------------------------------------------------
-    def _markers(self, stream: str) -> SnapshotInfo | None:
-        # Maintenance copies the newest marker into its snapshots; a copy taken just before an ingest
+    def _markers(self, stream: str) -> tuple[dict[str, str], int] | None:
+        """The newest marker of ``stream``: its summary entries and the snapshot holding them."""
+        # Maintenance copies the newest markers into its snapshots; a copy taken just before an ingest
         # commit can sit above that newer commit. So: the highest batch id, walking down to the first
-        # marker that is not a copy (nothing older than a real commit can be newer than it).
-        best: SnapshotInfo | None = None
+        # marker that is not a copy (nothing older than a real commit can be newer than it). A copy
+        # holds the newest marker in its own entries and every other stream's in OTHER_MARKERS_KEY.
+        best: tuple[dict[str, str], int] | None = None
         best_id = -1
         for snap in self._iceberg.ancestry():
-            if snap.get(PIPELINE_KEY) != self.pipeline_id or snap.get(STREAM_KEY) != stream:
+            copy = snap.get(COPIED_FROM_KEY) is not None
+            if copy:
+                candidates = summaries_in(snap.summary())
+            elif snap.get(PIPELINE_KEY) == self.pipeline_id and snap.get(STREAM_KEY) == stream:
+                candidates = [snap.summary()]
+            else:
                 continue
-            batch = snap.get(BATCH_ID_KEY)
-            batch_id = int(batch) if batch is not None and batch.isdigit() else -1
-            if best is None or batch_id > best_id:
-                best, best_id = snap, batch_id
-            if snap.get(COPIED_FROM_KEY) is None:
-                break
+            for summary in candidates:
+                if summary.get(PIPELINE_KEY) != self.pipeline_id or summary.get(STREAM_KEY) != stream:
+                    continue
+                batch = summary.get(BATCH_ID_KEY)
+                batch_id = int(batch) if batch is not None and batch.isdigit() else -1
+                if best is None or batch_id > best_id:
+                    best, best_id = (summary, snap.snapshot_id), batch_id
+                if not copy:
+                    return best
         return best
 
     def last_commit(self, stream: str) -> CommitMarker | None:
@@ -197,20 +208,20 @@ class TableWriter:
         if not self.exists():
             return None
         self._iceberg.refresh()
-        snap = self._markers(stream)
-        if snap is None:
+        found = self._markers(stream)
+        if found is None:
             return None
         try:
-            return CommitMarker.from_summary(snap.summary(), snap.snapshot_id)
+            return CommitMarker.from_summary(found[0], found[1])
         except ValueError as exc:
             raise CommitMarkerError(f"table {self.table}: {exc}") from None
 
     def _find(self, marker: CommitMarker) -> SnapshotInfo | None:
         """The snapshot holding exactly ``marker`` (this pipeline, stream and batch id), if committed."""
         self._iceberg.refresh()
-        snap = self._markers(marker.stream)
-        if snap is not None and snap.get(BATCH_ID_KEY) == str(marker.batch_id):
-            return snap
+        found = self._markers(marker.stream)
+        if found is not None and found[0].get(BATCH_ID_KEY) == str(marker.batch_id):
+            return next((s for s in self._iceberg.ancestry() if s.snapshot_id == found[1]), None)
         return None
 
     # -- commits -----------------------------------------------------------------------------------

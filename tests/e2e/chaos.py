@@ -1,0 +1,58 @@
+"""``make chaos SEEDS=N [READER=spark|direct|both] [RECORDS=200000]``: the crash test of
+``test_exactly_once.py`` for many seeds, one pytest session per seed and reader, full size by
+default; prints each seed's outcome as it finishes and a summary, exits 1 if any seed failed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make chaos")
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--reader", choices=("spark", "direct", "both"), default="both")
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--first-seed", type=int, default=None, help="seeds first, first+1, ... (default: random)")
+    parser.add_argument("--log-dir", type=Path, default=REPO / ".chaos")
+    args = parser.parse_args(argv)
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    readers = ("spark", "direct") if args.reader == "both" else (args.reader,)
+    first = args.first_seed if args.first_seed is not None else random.randrange(1 << 30)
+    outcomes: dict[str, list[tuple[int, bool]]] = {r: [] for r in readers}
+    for n in range(args.seeds):
+        seed = first + n
+        for reader in readers:
+            log = args.log_dir / f"seed-{seed}-{reader}.log"
+            env = {
+                **os.environ,
+                "KAFKA_ICEBERG_CHAOS_SEED": str(seed),
+                "KAFKA_ICEBERG_CHAOS_RECORDS": str(args.records),
+            }
+            started = time.monotonic()
+            with log.open("w") as out:
+                code = subprocess.call(
+                    [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "--timeout=7200",
+                     f"tests/e2e/test_exactly_once.py::test_crashes_neither_lose_nor_duplicate[{reader}]"],
+                    cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                )  # fmt: skip
+            outcomes[reader].append((seed, code == 0))
+            kills = next((line for line in log.read_text().splitlines() if line.startswith("chaos ")), "")
+            verdict = "passed" if code == 0 else f"FAILED (log {log})"
+            print(f"seed {seed} {reader}: {verdict} in {time.monotonic() - started:.0f}s  {kills}", flush=True)
+    for reader, results in outcomes.items():
+        passed = sum(ok for _, ok in results)
+        failed = [seed for seed, ok in results if not ok]
+        print(f"{reader}: {passed}/{len(results)} seeds passed" + (f"; failed: {failed}" if failed else ""))
+    return 0 if all(ok for results in outcomes.values() for _, ok in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+"""``kafka-iceberg verify`` at the end of end-to-end tests: every committed offset in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafka_iceberg.runtime import prepare
+from kafka_iceberg.verify import TableResult, render_text, verify_pipeline
+
+
+def assert_verified(pipeline: Path, env: str = "local") -> list[TableResult]:
+    """Run verify on every table of ``pipeline`` and fail with its report on any gap or duplicate."""
+    results = verify_pipeline(prepare(pipeline, env_name=env))
+    assert all(r.ok for r in results), render_text(results)
+    return results
