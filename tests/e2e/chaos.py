@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
                 **os.environ,
                 "KAFKA_ICEBERG_CHAOS_SEED": str(seed),
                 "KAFKA_ICEBERG_CHAOS_RECORDS": str(args.records),
+                "KAFKA_ICEBERG_CHAOS_READERS": reader,
             }
             started = time.monotonic()
             with log.open("w") as out:
