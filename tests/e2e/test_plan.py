@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from kafka_iceberg.refs import secret_env_name
 from kafka_iceberg.runtime import plan, prepare
+from tests.support.kafka import create_topic
 from tests.support.project import REPO, entry_point, project
 from tests.support.run import run_pipeline, unique
 
@@ -38,6 +40,7 @@ def test_plan_creates_nothing_then_shows_the_evolution(tmp_path, lake, spark):
     assert "+ create table" in item["changes"] and "bucket(8, `id`)" in item["changes"]
     assert not lake.pyiceberg().table_exists(f"{ns}.orders")  # nothing was created
 
+    create_topic(lake.status["kafka"]["bootstrap"], topic)  # Spark's Kafka source fails on a missing topic
     run_pipeline(tmp_path / "b", orders(ns, topic))  # creates the (empty) table
     assert lake.pyiceberg().table_exists(f"{ns}.orders")
     prepared = prepare(
@@ -51,11 +54,9 @@ def test_plan_creates_nothing_then_shows_the_evolution(tmp_path, lake, spark):
 
 def test_plan_cli_masks_secrets_and_prints_json(tmp_path, stack, monkeypatch):
     secret = "s3cr3t-header-value-never-printed"
-    local = (REPO / "environments" / "local.yml").read_text()
-    secretive = local.replace(
-        "    auth: {type: none}",
-        "    auth: {type: none}\n    properties:\n      header.X-Api-Key: ${secret:kafka_iceberg/api_key}",
-    )
+    env = yaml.safe_load((REPO / "environments" / "local.yml").read_text())
+    env["catalogs"]["lake"]["properties"] = {"header.X-Api-Key": "${secret:kafka_iceberg/api_key}"}
+    secretive = yaml.safe_dump(env, sort_keys=False)
     path = project(tmp_path, orders(unique("plan"), unique("orders")), extra_env={"secretive": secretive})
     monkeypatch.setenv(secret_env_name("kafka_iceberg", "api_key"), secret)
     result = entry_point(

@@ -150,7 +150,7 @@ def test_a_split_stack_restarts_one_service_on_its_ports_with_its_data(tmp_path)
     stack = LocalStack(tmp_path, split=True)
     state = stack.up(owned=True)
     try:
-        assert set(state.services) == {"seaweedfs", "s3", "catalog", "kafka"}
+        assert set(state.services) == {"seaweedfs", "s3", "catalog", "kafka", "registry"}
         for svc in state.services.values():
             assert _listening_addresses(svc.pid) == {"127.0.0.1"}, f"{svc.name} listens beyond loopback"
         catalog = pyiceberg_catalog(state.describe())

@@ -30,6 +30,9 @@ def setup_logging(verbose: bool = False) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     for noisy in ("py4j", "urllib3", "botocore", "pyiceberg"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # An error raised in a streaming batch is reported once, by the run, as the batch raised it
+    # (source.streaming.RunningQuery); py4j's callback server would log it again with a traceback.
+    logging.getLogger("py4j.clientserver").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
 
 
 def emit(text: str, stream: TextIO | None = None) -> None:
