@@ -100,3 +100,30 @@ def test_missing_workspace_secret_fails_without_leaking(workspace):
     with pytest.raises(SecretResolutionError) as err:
         workspace_secret("kafka", "nope")
     assert "kafka/nope" in str(err.value) and "dapi-test-token" not in str(err.value)
+
+
+def test_a_credential_from_env_is_redacted_by_its_key(caplog):
+    """A password read with ${env:} is no ${secret:}, yet its key (or a JAAS line) says what it is."""
+    resolver = Resolver(env={"KAFKA_PW": "pw-from-the-environment", "USER": "alice-the-user"})
+    assert resolver.setting("sasl.password", "${env:KAFKA_PW}") == "pw-from-the-environment"
+    assert resolver.setting("kafka.bootstrap.servers", "${env:USER}") == "alice-the-user"
+    logger = logging.getLogger("test.redaction.env")
+    logger.addFilter(RedactingFilter())
+    with caplog.at_level(logging.INFO, logger="test.redaction.env"):
+        logger.info("option %s user %s", "pw-from-the-environment", "alice-the-user")
+    assert "pw-from-the-environment" not in caplog.text
+    assert "alice-the-user" in caplog.text  # not a credential: not masked
+
+
+def test_verbose_logging_never_shows_py4j_commands():
+    """py4j logs each command it sends at DEBUG: a Kafka source's JAAS option, password and all."""
+    from kafka_iceberg.cli.output import setup_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        setup_logging(verbose=True)
+        assert not logging.getLogger("py4j.clientserver").isEnabledFor(logging.DEBUG)
+        assert not logging.getLogger("py4j.java_gateway").isEnabledFor(logging.DEBUG)
+    finally:
+        root.handlers[:], root.level = handlers, level

@@ -47,7 +47,7 @@ def client_config(settings: KafkaSettings, kind: ClientKind) -> dict[str, str]:
 
 def resolved_client_config(settings: KafkaSettings, kind: ClientKind, resolver: Resolver) -> dict[str, str]:
     """:func:`client_config` with every reference resolved (for handing to confluent-kafka)."""
-    return {k: resolver.value(v) for k, v in client_config(settings, kind).items()}
+    return resolver.settings(client_config(settings, kind))
 
 
 def _jaas(settings: KafkaSettings, shaded: bool) -> str:

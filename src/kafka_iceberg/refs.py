@@ -146,12 +146,27 @@ class Resolver:
         """
         return REF.sub(lambda m: self._one(Ref(m["kind"], m["name"], m[0])), raw)
 
+    def setting(self, key: str, raw: str) -> str:
+        """The value of setting ``key``; a credential's value is also registered for redaction.
+
+        ``${secret:}`` values are always registered; this also covers a password that came from
+        ``${env:}`` or inside a composite value (a JAAS line), judged by the setting's key.
+        """
+        value = self.value(raw)
+        if is_sensitive(key, raw):
+            register_secret(value)
+        return value
+
+    def settings(self, conf: Mapping[str, str]) -> dict[str, str]:
+        """:meth:`setting` of every entry."""
+        return {k: self.setting(k, v) for k, v in conf.items()}
+
     def resolve_tree(self, data: Any) -> Any:
-        """Resolve references in every string of a nested structure."""
+        """Resolve references in every string of a nested structure (credentials registered by key)."""
         if isinstance(data, str):
             return self.value(data)
         if isinstance(data, Mapping):
-            return {k: self.resolve_tree(v) for k, v in data.items()}
+            return {k: self.setting(k, v) if isinstance(v, str) else self.resolve_tree(v) for k, v in data.items()}
         if isinstance(data, list):
             return [self.resolve_tree(v) for v in data]
         return data

@@ -347,12 +347,14 @@ def run(
     reports: list[BatchReport] = []
     policy = outage_policy(prepared)
     endpoints = service_endpoints(prepared)
+    listener = None
     if prepared.env.kafka.reader != "direct":
         from kafka_iceberg.observe.listener import progress_listener
 
         names = {f"{j.pipeline.pipeline}.{j.spec.identifier}": (j.pipeline.pipeline, j.spec.identifier)
                  for j in prepared.jobs}  # fmt: skip
-        spark.streams.addListener(progress_listener(observers.metrics, names))
+        listener = progress_listener(observers.metrics, names)
+        spark.streams.addListener(listener)
     failures = 0
     try:
         while True:
@@ -379,6 +381,9 @@ def run(
     except BaseException:
         _close_quietly(observers)
         raise
+    finally:
+        if listener is not None:
+            spark.streams.removeListener(listener)
     observers.close()
     return reports
 
@@ -416,7 +421,7 @@ def _run_once(
     if prepared.env.kafka.reader == "direct":
         _run_direct(prepared, spark, processors, stop)
     else:
-        _run_streaming(prepared, spark, processors, stop)
+        _run_streaming(prepared, spark, processors, stop, observers.metrics)
 
 
 def _run_direct(
@@ -445,8 +450,13 @@ def _run_direct(
 
 
 def _run_streaming(
-    prepared: Prepared, spark: SparkSession, processors: list[BatchProcessor], stop: threading.Event
+    prepared: Prepared,
+    spark: SparkSession,
+    processors: list[BatchProcessor],
+    stop: threading.Event,
+    metrics: Metrics,
 ) -> None:
+    from kafka_iceberg.observe.listener import record_progress
     from kafka_iceberg.source.replay import replay_stream
     from kafka_iceberg.source.spark_kafka import kafka_stream
     from kafka_iceberg.source.streaming import start_query
@@ -471,7 +481,7 @@ def _run_streaming(
             )
         )
     try:
-        for running in queries:
+        for p, running in zip(processors, queries, strict=True):
             while running.query.isActive and not stop.is_set():
                 try:
                     running.query.awaitTermination(1)
@@ -480,6 +490,8 @@ def _run_streaming(
             error = running.error()
             if error is not None:
                 raise error
+            if running.query.lastProgress:  # the listener's copy of it may still be on its way
+                record_progress(metrics, (p.pipeline, p.spec.identifier), running.query.lastProgress)
     finally:
         for running in queries:
             if running.query.isActive:

@@ -113,7 +113,7 @@ def attach_catalogs(spark: SparkSession, catalogs: Iterable[RenderedCatalog], re
             if k in catalog.secret_keys or (k.startswith(prefix) and is_sensitive(k[len(prefix) :], raw))
         ]
         for key, raw in catalog.conf.items():
-            value = resolver.value(raw)
+            value = resolver.setting(key, raw)
             if spark.conf.get(key, None) != value:
                 spark.conf.set(key, value)
         if secret:

@@ -9,7 +9,8 @@ topics yields the same table.
 Size: ``KAFKA_ICEBERG_CHAOS_RECORDS`` records over 2 topics of 4 partitions (CI: 24,000 in batches of
 1,500; ``make chaos``: 200,000 in batches of 10,000, as in the run that found issue 21's duplicate),
 ``KAFKA_ICEBERG_CHAOS_SEED`` the seed (random when unset, printed on failure), ``KAFKA_ICEBERG_CHAOS_KILLS``
-the least number of kills per reader (8).
+the least number of kills per reader (8). When a fast machine drains the topics before that many
+kills, another round of records (half the first) is produced, so the kills never run out of work.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ READERS_UNDER_TEST = os.environ.get("KAFKA_ICEBERG_CHAOS_READERS", "spark").spli
 def payload(topic_index, partition, i):
     if i % BAD_EVERY == 7:
         return f"not json {topic_index}-{partition}-{i}"
-    return json.dumps({"id": (topic_index * PARTITIONS + partition) * PER_PARTITION + i, "note": f"n{i % 97}"})
+    return json.dumps({"id": (topic_index * PARTITIONS + partition) * 10_000_000 + i, "note": f"n{i % 97}"})
 
 
 def pipeline(ns, topics, errors_topic, batch, quarantine=True):
@@ -86,17 +87,17 @@ class Chaos:
     progress: list[int]
     good: set[tuple[str, int, int]]
     bad: set[tuple[str, int, int]]
+    per_partition: int  # records produced into each partition, over every round
     seconds: float
 
 
-def _produce(stack):
-    topics = [unique("chaos_a"), unique("chaos_b")]
-    good, bad, threads = set(), set(), []
+def _produce(stack, topics, start, count, good, bad):
+    """``count`` more records into each partition of ``topics``, from offset ``start``, in parallel."""
+    threads = []
     for t_index, topic in enumerate(topics):
-        create_topic(stack.kafka_bootstrap, topic, partitions=PARTITIONS)
         for p in range(PARTITIONS):
-            records = [(f"k{i}", payload(t_index, p, i)) for i in range(PER_PARTITION)]
-            for i, (_k, v) in enumerate(records):
+            records = [(f"k{i}", payload(t_index, p, i)) for i in range(start, start + count)]
+            for i, (_k, v) in zip(range(start, start + count), records, strict=True):
                 (bad if v.startswith("not json") else good).add((topic, p, i))
             threads.append(
                 threading.Thread(target=produce, args=(stack.kafka_bootstrap, topic, records), kwargs={"partition": p})
@@ -105,13 +106,16 @@ def _produce(stack):
         thread.start()
     for thread in threads:
         thread.join()
-    return topics, good, bad
 
 
 def run_chaos(reader, stack, lake, tmp):
     started = time.monotonic()
     ns, errors_topic = unique("chaos"), unique("chaos_errors")
-    topics, good, bad = _produce(stack)
+    topics, good, bad = [unique("chaos_a"), unique("chaos_b")], set(), set()
+    for topic in topics:
+        create_topic(stack.kafka_bootstrap, topic, partitions=PARTITIONS)
+    _produce(stack, topics, 0, PER_PARTITION, good, bad)
+    produced = PER_PARTITION
     path = project(tmp, pipeline(ns, topics, errors_topic, batch=BATCH), extra_env=reader_env(reader))
     env = {**os.environ, "KAFKA_ICEBERG_RUN_DIR": stack.run_dir, "PYTHONPATH": str(REPO / "src")}
     command = [str(BIN / "ingest-flatten"), "--pipeline", str(path), "--env", READERS[reader]]
@@ -120,6 +124,10 @@ def run_chaos(reader, stack, lake, tmp):
     for attempt in range(4 * KILLS):
         if len(kills) >= KILLS:
             break
+        if committed_records(lake, ns) == 2 * PARTITIONS * produced:
+            # A fast machine drained the topics before enough kills: another round keeps the job busy.
+            _produce(stack, topics, produced, PER_PARTITION // 2, good, bad)
+            produced += PER_PARTITION // 2
         # Each fault point once in the first attempts, then a random mix of points and external kills.
         how = POINTS[attempt] if attempt < len(POINTS) else rng.choice((*POINTS, "external", "external"))
         fault = {} if how == "external" else {"KAFKA_ICEBERG_FAULT": f"{how}:0.5:{rng.randrange(1 << 30)}"}
@@ -145,7 +153,8 @@ def run_chaos(reader, stack, lake, tmp):
         progress.append(committed_records(lake, ns))
     final = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800, check=False)
     assert final.returncode == 0, f"seed {SEED} ({reader}): {final.stdout}\n{final.stderr[-4000:]}"
-    return Chaos(reader, ns, topics, errors_topic, path, kills, progress, good, bad, time.monotonic() - started)
+    return Chaos(reader, ns, topics, errors_topic, path, kills, progress, good, bad, produced,
+                 time.monotonic() - started)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +218,7 @@ def test_crashes_neither_lose_nor_duplicate(chaos_runs, lake, stack, reader):
     where = f"seed {SEED} ({reader}, kills {chaos.kills}, progress {chaos.progress})"
     print(f"chaos {reader} seed {SEED}: {len(chaos.kills)} kills {chaos.kills} in {chaos.seconds:.0f}s")
     assert len(chaos.kills) >= KILLS, f"{where}: runs finished before they could be killed"
-    total = 2 * PARTITIONS * PER_PARTITION
+    total = 2 * PARTITIONS * chaos.per_partition
     # The crashes landed between commits, not only before the first or after the last one.
     assert any(0 < done < total for done in chaos.progress), where
     catalog = lake.pyiceberg()
@@ -228,7 +237,7 @@ def test_crashes_neither_lose_nor_duplicate(chaos_runs, lake, stack, reader):
     assert set(quarantined) == chaos.bad, f"{where}: quarantine table differs from the bad records"
 
     # Lag 0: Spark's Kafka source commits no consumer group, so lag is read from the table's marker.
-    ends = {(t, p): PER_PARTITION for t in chaos.topics for p in range(PARTITIONS)}
+    ends = {(t, p): chaos.per_partition for t in chaos.topics for p in range(PARTITIONS)}
     assert committed_offsets(lake, chaos.ns) == ends, f"{where}: the table's marker lags"
     if reader == "direct":
         admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})

@@ -99,3 +99,21 @@ def test_progress_is_quiet_off_a_terminal_and_informative_on_one():
     p.update(report(3, 1000, 2, lag=42, snapshot_id=99))
     line = loud.getvalue()
     assert "n.t batch 3: +1,000 rows" in line and "2 bad" in line and "lag 42" in line and "snapshot 99" in line
+
+
+def test_a_late_progress_event_does_not_overwrite_the_last_batchs_lag():
+    """Spark's listener bus is asynchronous: batch 2's event may arrive after the run recorded batch 3."""
+    from kafka_iceberg.observe.listener import record_progress
+
+    metrics = Metrics()
+
+    def progress(batch_id, behind):
+        return {"batchId": batch_id, "processedRowsPerSecond": 10.0,
+                "sources": [{"metrics": {"maxOffsetsBehindLatest": str(behind)}}]}  # fmt: skip
+
+    record_progress(metrics, ("p", "n.t"), progress(3, 0))  # the run's own read of the last progress
+    record_progress(metrics, ("p", "n.t"), progress(2, 2))  # the listener's late event
+    lag = ("kafka_iceberg_consumer_lag", (("pipeline", "p"), ("table", "n.t")))
+    assert samples(metrics.prometheus_text())[lag] == 0
+    record_progress(metrics, ("p", "n.t"), progress(4, 5))
+    assert samples(metrics.prometheus_text())[lag] == 5

@@ -32,7 +32,8 @@ def setup_logging(verbose: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # An error raised in a streaming batch is reported once, by the run, as the batch raised it
     # (source.streaming.RunningQuery); py4j's callback server would log it again with a traceback.
-    logging.getLogger("py4j.clientserver").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+    # Never DEBUG: py4j then logs every command it sends, credentials included.
+    logging.getLogger("py4j.clientserver").setLevel(logging.WARNING if verbose else logging.CRITICAL)
 
 
 def emit(text: str, stream: TextIO | None = None) -> None:

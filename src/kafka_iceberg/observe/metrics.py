@@ -34,6 +34,7 @@ class Metrics:
 
     registry: Any = field(default=None)
     _sizes: dict[tuple[str, str], _BatchSizes] = field(default_factory=dict)
+    _progress_batch: dict[tuple[str, str], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -118,11 +119,21 @@ class Metrics:
             self.batch_max.labels(*labels).set(sizes.high)
             self.batch_avg.labels(*labels).set(sizes.total / sizes.count)
 
-    def record_progress(self, pipeline: str, table: str, *, rows_per_second: float, lag: int | None) -> None:
-        """Facts from Spark's streaming progress (Spark sources only)."""
-        self.input_rate.labels(pipeline, table).set(rows_per_second)
-        if lag is not None:
-            self.lag.labels(pipeline, table).set(lag)
+    def record_progress(
+        self, pipeline: str, table: str, *, batch_id: int, rows_per_second: float, lag: int | None
+    ) -> None:
+        """Facts from Spark's streaming progress (Spark sources only).
+
+        Spark delivers progress events asynchronously, so an older batch's event can arrive after a
+        newer one (or after the run read the last progress itself): only the newest batch counts.
+        """
+        with self._lock:
+            if batch_id < self._progress_batch.get((pipeline, table), -1):
+                return
+            self._progress_batch[(pipeline, table)] = batch_id
+            self.input_rate.labels(pipeline, table).set(rows_per_second)
+            if lag is not None:
+                self.lag.labels(pipeline, table).set(lag)
 
     def prometheus_text(self) -> str:
         """The Prometheus text exposition of every metric."""

@@ -17,4 +17,6 @@ if TYPE_CHECKING:
 def kafka_stream(spark: SparkSession, source: SourceSpec, settings: KafkaSettings, resolver: Resolver) -> DataFrame:
     """``spark.readStream.format("kafka")`` with the table's subscription and the environment's security."""
     options = spark_source_options(source, settings, shaded=on_databricks())
-    return spark.readStream.format("kafka").options(**{k: resolver.value(v) for k, v in options.items()}).load()
+    if settings.sasl_password:  # inside the JAAS line: registered by itself too, for redaction
+        resolver.setting("sasl_password", settings.sasl_password)
+    return spark.readStream.format("kafka").options(**resolver.settings(options)).load()
