@@ -73,9 +73,7 @@ def produce_half(bootstrap, topic, half):
                 partition=p)  # fmt: skip
 
 
-# The object store's outage ([s3]) is not run: on the split stack with S3FileIO, a job kept
-# committing with the `s3` gateway stopped (docs/reliability.md, row 5), which is not understood yet.
-@pytest.mark.parametrize("service", ["catalog", "kafka"])
+@pytest.mark.parametrize("service", ["catalog", "s3", "kafka"])
 def test_an_outage_retries_with_backoff_fails_clearly_and_a_rerun_completes_exactly_once(
     service, split_stack, tmp_path
 ):

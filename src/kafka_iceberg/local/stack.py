@@ -405,6 +405,12 @@ class LocalStack:
             f"-port.iceberg={ports.get('iceberg', 0)}",
             "-port.lance=0",
         ]
+        if name == CATALOG_GATEWAY:
+            # The catalog hands each loaded table an ``s3.endpoint`` (its ``config``), which Iceberg's
+            # FileIO prefers to the client's own: advertise the s3 gateway's, or every write would
+            # go through the catalog's own S3 port and an object-store outage would not be one.
+            gateway = state.services[S3_GATEWAY].ports["s3"]
+            cmd.append(f"-externalUrl=http://127.0.0.1:{gateway}")
         log = self.run_dir / "logs" / f"{name}.log"
         proc = processes.spawn(cmd, log=log, env=self._seaweedfs_env(), owned=state.owned, cwd=self.run_dir)
         return ServiceState(name, proc.pid, exe, ports, str(log))
