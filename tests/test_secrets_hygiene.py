@@ -176,3 +176,30 @@ def test_no_committed_file_holds_an_aws_key_or_private_key():
         data = file.read_bytes()
         assert not aws.search(data), f"{file.relative_to(REPO)}: looks like an AWS access key id"
         assert not pem.search(data), f"{file.relative_to(REPO)}: holds a private key"
+
+
+def test_resolved_credentials_stay_out_of_the_settings_reprs():
+    # pytest and logging show a frame's locals by repr(): a resolved credential must not be in it.
+    from kafka_iceberg.catalogs import RestAuth, S3Storage
+    from kafka_iceberg.decode.registry import RegistryClient
+    from kafka_iceberg.environment import KafkaSettings
+    from kafka_iceberg.spec.model import RegistryAuth
+
+    secret = "s3cr3t-value-4711"
+    shown = [
+        KafkaSettings(
+            bootstrap_servers="b:9092",
+            security_protocol="SASL_SSL",
+            sasl_mechanism="SCRAM-SHA-512",
+            sasl_username="u",
+            sasl_password=secret,
+        ),
+        S3Storage(type="s3", access_key_id="AK", secret_access_key=secret, session_token=secret),
+        RegistryClient(url="http://r", username="u", password=secret),
+        RegistryClient(url="http://r", bearer=secret),
+        RegistryAuth(username="u", password=secret),
+        RestAuth(type="bearer", token=secret),
+        RestAuth(type="oauth2", client_id="c", client_secret=secret),
+        RestAuth(type="sigv4", signing_region="us-east-1", access_key_id="AK", secret_access_key=secret),
+    ]
+    assert all(secret not in repr(obj) for obj in shown), [repr(obj) for obj in shown if secret in repr(obj)]

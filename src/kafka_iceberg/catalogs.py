@@ -54,8 +54,8 @@ class S3Storage(Frozen):
     region: str | None = None
     path_style: bool = False
     access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
+    secret_access_key: str | None = Field(default=None, repr=False)
+    session_token: str | None = Field(default=None, repr=False)
     anonymous: bool = False
     # s3fileio: Iceberg's S3FileIO (clusters, needs iceberg-aws-bundle); hadoop: Hadoop S3A (local runtime).
     io: Literal["s3fileio", "hadoop"] = "s3fileio"
@@ -74,8 +74,8 @@ class AdlsStorage(Frozen):
 
     type: Literal["adls"]
     account: str
-    sas_token: str | None = None
-    account_key: str | None = None
+    sas_token: str | None = Field(default=None, repr=False)
+    account_key: str | None = Field(default=None, repr=False)
 
 
 class LocalStorage(Frozen):
@@ -97,15 +97,15 @@ class RestAuth(Frozen):
     """How a REST catalog authenticates requests."""
 
     type: Literal["none", "bearer", "oauth2", "sigv4"] = "none"
-    token: str | None = None
+    token: str | None = Field(default=None, repr=False)
     client_id: str | None = None
-    client_secret: str | None = None
+    client_secret: str | None = Field(default=None, repr=False)
     scope: str | None = None
     server_uri: str | None = None
     signing_name: str | None = None
     signing_region: str | None = None
     access_key_id: str | None = None
-    secret_access_key: str | None = None
+    secret_access_key: str | None = Field(default=None, repr=False)
 
     @model_validator(mode="after")
     def _complete(self) -> RestAuth:
@@ -143,7 +143,7 @@ class S3TablesCatalog(_Profile):
     region: str
     table_bucket_arn: str
     access_key_id: str | None = None
-    secret_access_key: str | None = None
+    secret_access_key: str | None = Field(default=None, repr=False)
 
     @field_validator("table_bucket_arn")
     @classmethod
@@ -158,7 +158,7 @@ class OssTablesCatalog(_Profile):
     region: str
     table_bucket_arn: str
     access_key_id: str
-    secret_access_key: str
+    secret_access_key: str = Field(repr=False)
     network: Literal["internal", "public"] = "internal"
     uri: str | None = None
     s3_endpoint: str | None = None
@@ -176,7 +176,7 @@ class PolarisCatalog(_Profile):
     uri: str
     warehouse: str
     client_id: str
-    client_secret: str
+    client_secret: str = Field(repr=False)
     scope: str = "PRINCIPAL_ROLE:ALL"
     oauth2_server_uri: str | None = None
     vended_credentials: bool = True
@@ -188,9 +188,9 @@ class UnityCatalog(_Profile):
     type: Literal["unity"]
     workspace_url: str
     catalog: str
-    token: str | None = None
+    token: str | None = Field(default=None, repr=False)
     client_id: str | None = None
-    client_secret: str | None = None
+    client_secret: str | None = Field(default=None, repr=False)
 
     @model_validator(mode="after")
     def _one_auth(self) -> UnityCatalog:
@@ -231,7 +231,7 @@ class JdbcCatalog(_Profile):
     uri: str
     warehouse: str
     user: str | None = None
-    password: str | None = None
+    password: str | None = Field(default=None, repr=False)
 
     @field_validator("uri")
     @classmethod

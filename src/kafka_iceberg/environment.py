@@ -45,7 +45,7 @@ class KafkaSettings(Frozen):
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
-    sasl_password: str | None = None
+    sasl_password: str | None = Field(default=None, repr=False)  # never in a traceback's locals
     ssl_ca_location: str | None = None
     consumer: dict[str, str | int | bool] = Field(default_factory=dict)
     producer: dict[str, str | int | bool] = Field(default_factory=dict)

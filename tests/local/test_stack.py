@@ -83,6 +83,31 @@ def test_up_is_idempotent_and_down_stops_by_pid(tmp_path):
     assert stack.status() == {"running": False, "run_dir": str(tmp_path)}
 
 
+def test_a_cluster_id_starting_with_a_dash_formats_and_starts(tmp_path, monkeypatch):
+    # Kafka's ids are URL-safe base64: 1 in 64 starts with "-", which once failed CI's stack start.
+    import base64
+
+    from kafka_iceberg.local import stack as stack_module
+
+    dashed = base64.urlsafe_b64encode(bytes([0xF8]) + os.urandom(15)).decode().rstrip("=")
+    assert dashed.startswith("-")
+    monkeypatch.setattr(stack_module, "_cluster_id", lambda: dashed)
+    stack = LocalStack(tmp_path, services=("kafka",))
+    try:
+        state = stack.up(owned=True)
+        meta = (tmp_path / "kafka" / "data" / "meta.properties").read_text()
+        assert f"cluster.id={dashed}" in meta
+        assert stack_module._kafka_ok(state.kafka_bootstrap)
+    finally:
+        stack.down()
+
+
+def test_the_stacks_secrets_stay_out_of_its_repr(stack):
+    shown = repr(stack)
+    assert stack.kafka_sasl_password and stack.kafka_sasl_password not in shown
+    assert stack.s3_secret_access_key is None or stack.s3_secret_access_key not in shown
+
+
 def test_up_replaces_a_half_dead_stack(tmp_path):
     stack = LocalStack(tmp_path, services=("kafka",))
     first = stack.up(owned=True)

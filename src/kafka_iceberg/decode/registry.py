@@ -61,8 +61,8 @@ class RegistryClient:
 
     url: str
     username: str | None = None
-    password: str | None = None
-    bearer: str | None = None
+    password: str | None = field(default=None, repr=False)
+    bearer: str | None = field(default=None, repr=False)
     retries: int = 3
     timeout: float = 10.0
     _by_id: dict[tuple[int, str], RegisteredSchema | None] = field(default_factory=dict, repr=False)

@@ -103,10 +103,11 @@ class StackState:
     run_dir: str
     owned: bool
     s3_access_key_id: str | None
-    s3_secret_access_key: str | None
+    # Secrets stay out of repr(): a traceback that shows this state must not show them.
+    s3_secret_access_key: str | None = field(repr=False)
     services: dict[str, ServiceState] = field(default_factory=dict)
     kafka_sasl_username: str = SASL_USER
-    kafka_sasl_password: str = ""
+    kafka_sasl_password: str = field(default="", repr=False)
     started_at: float = 0.0
     startup_seconds: float = 0.0
     split: bool = False
@@ -459,7 +460,9 @@ class LocalStack:
         # KRaft storage is formatted once; the SCRAM user is written into the metadata log with it.
         scram = f"{SASL_MECHANISM}=[name={state.kafka_sasl_username},password={state.kafka_sasl_password}]"
         cmd = [java, "-XX:TieredStopAtLevel=1", "-cp", classpath, KAFKA_STORAGE_TOOL, "format"]
-        cmd += ["-t", _cluster_id(), "-c", str(config), "--add-scram", scram]
+        # ``--key=value``: a cluster id is URL-safe base64 and may start with "-" (1 in 64), which
+        # argparse would take for an option if it were passed as a separate argument.
+        cmd += [f"--cluster-id={_cluster_id()}", f"--config={config}", "--add-scram", scram]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             # The command line holds the password: name the tool, never echo the command.

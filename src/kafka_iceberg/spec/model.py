@@ -65,8 +65,8 @@ class RegistryAuth(Frozen):
     """Schema registry credentials: basic (``username``/``password``) or a ``bearer`` token, from references."""
 
     username: str | None = None
-    password: str | None = None
-    bearer: str | None = None
+    password: str | None = Field(default=None, repr=False)
+    bearer: str | None = Field(default=None, repr=False)
 
     @model_validator(mode="after")
     def _one_kind(self) -> RegistryAuth:
