@@ -47,8 +47,20 @@ def test_spark_classpath_matches_pyspark_and_clusters_get_the_same_iceberg():
 
 def test_every_locked_jar_is_cached_with_its_pinned_bytes():
     resolved = jars.resolve_all()
-    assert {p.name for paths in resolved.values() for p in paths} == {j.file for j in jars.load_lock().jars}
+    assert {p.name for paths in resolved.values() for p in paths} == {j.file for j in jars.load_lock().files}
     assert jars.verify() == []
+
+
+def test_the_registry_is_a_pinned_maven_distribution_unpacked_once():
+    registry = jars.load_lock().distributions["registry"]
+    assert registry.maven.startswith("io.apicurio:apicurio-registry-app:")
+    assert registry.file.endswith("-all.tar.gz")
+    home = jars.resolve_distribution("registry")
+    assert len(list(home.glob("*-runner.jar"))) == 1 and (home / "lib").is_dir()
+    marker = home / ".unpacked"
+    assert marker.read_text() == registry.sha256
+    before = marker.stat().st_mtime_ns
+    assert jars.resolve_distribution("registry") == home and marker.stat().st_mtime_ns == before
 
 
 def test_a_tampered_cached_jar_fails_verification_with_its_coordinates(tmp_path):
@@ -63,7 +75,7 @@ def test_a_tampered_cached_jar_fails_verification_with_its_coordinates(tmp_path)
     bad = jars.verify(tmp_path / "maven")
     assert any(line.startswith(f"{art.maven}: ") and "sha256" in line for line in bad), bad
     # ... and through the CLI: exit 1, the coordinates named, no traceback.
-    for other in lock.jars:
+    for other in lock.files:
         if other is not art:
             (tmp_path / "maven" / other.path).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / "maven" / other.path).symlink_to(jars.cache_dir() / "maven" / other.path)
@@ -109,6 +121,15 @@ def test_download_is_refused_unless_its_sha256_is_the_pinned_one(tmp_path, tampe
             assert jars.fetch(art, cache, url).read_bytes() == payload
     finally:
         server.shutdown()
+
+
+def test_a_distribution_with_an_unknown_archive_type_is_refused(tmp_path):
+    lock = tmp_path / "jars.lock.toml"
+    lock.write_text('[distribution.registry]\nmaven = "g:a:1"\nextension = "rar"\nsha256 = "' + "0" * 64 + '"\n')
+    with pytest.raises(
+        JarResolutionError, match=r"distribution\.registry: extension: got 'rar'; expected one of tar\.gz"
+    ):
+        jars.load_lock(lock)
 
 
 def test_a_lock_entry_without_coordinates_is_refused(tmp_path):

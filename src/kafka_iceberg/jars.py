@@ -4,6 +4,8 @@ Every jar is named by its Maven coordinates and pinned by SHA-256. Three readers
 
 - local Spark sessions (tests, demo, benchmarks) take the ``spark`` classpath (:func:`resolve_classpath`);
 - the local Apache Kafka broker takes the ``broker`` classpath;
+- the local schema registry (Apicurio) is a ``[distribution.registry]``: an archive Maven Central
+  serves beside the app's jar, unpacked once into the cache (:func:`resolve_distribution`);
 - the bundle attaches the ``cluster = true`` coordinates to job clusters as Maven libraries
   (:func:`cluster_maven_coordinates`), so a laptop and a cluster get the same bytes.
 
@@ -22,10 +24,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +47,23 @@ MAVEN_REPO_ENV = "KAFKA_ICEBERG_MAVEN_REPO"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 SPARK, BROKER = "spark", "broker"
 CLASSPATHS = (SPARK, BROKER)
+REGISTRY = "registry"
+ARCHIVES = ("tar.gz",)
 
 
 @dataclass(frozen=True)
 class Artifact:
-    """One jar of the lock file, named by Maven coordinates ``group:artifact:version``."""
+    """One file of the lock file, named by Maven coordinates ``group:artifact:version``.
+
+    A jar unless ``classifier``/``extension`` say otherwise (``all`` + ``tar.gz``: a distribution).
+    """
 
     maven: str
     sha256: str
     classpath: str
     cluster: bool = False
+    classifier: str = ""
+    extension: str = "jar"
 
     @property
     def group(self) -> str:
@@ -72,8 +82,9 @@ class Artifact:
 
     @property
     def file(self) -> str:
-        """File name of the jar, as Maven names it."""
-        return f"{self.name}-{self.version}.jar"
+        """File name, as Maven names it."""
+        classifier = f"-{self.classifier}" if self.classifier else ""
+        return f"{self.name}-{self.version}{classifier}.{self.extension}"
 
     @property
     def path(self) -> str:
@@ -96,6 +107,12 @@ class Lock:
     jars: tuple[Artifact, ...]
     classpaths: dict[str, ClasspathRoots]
     repository: str = MAVEN_CENTRAL
+    distributions: dict[str, Artifact] = field(default_factory=dict)
+
+    @property
+    def files(self) -> tuple[Artifact, ...]:
+        """Every pinned file: the jars, then the distributions."""
+        return (*self.jars, *self.distributions.values())
 
 
 def _artifact(entry: dict[str, Any]) -> Artifact:
@@ -113,6 +130,20 @@ def _artifact(entry: dict[str, Any]) -> Artifact:
     return Artifact(maven=maven, sha256=sha, classpath=classpath, cluster=bool(entry.get("cluster", False)))
 
 
+def _distribution(name: str, entry: dict[str, Any]) -> Artifact:
+    where = f"{LOCK_FILE.name}: distribution.{name}"
+    maven = str(entry.get("maven", ""))
+    if maven.count(":") != 2 or not all(maven.split(":")):
+        raise JarResolutionError(f"{where}: maven: got {maven!r}; expected 'group:artifact:version'")
+    sha = str(entry.get("sha256", ""))
+    if len(sha) != 64:
+        raise JarResolutionError(f"{where}: sha256 must be 64 hex digits")
+    extension = str(entry.get("extension", ""))
+    if extension not in ARCHIVES:
+        raise JarResolutionError(f"{where}: extension: got {extension!r}; expected one of {', '.join(ARCHIVES)}")
+    return Artifact(maven, sha, name, classifier=str(entry.get("classifier", "")), extension=extension)
+
+
 def load_lock(path: Path = LOCK_FILE) -> Lock:
     """Parse the lock file."""
     with path.open("rb") as fh:
@@ -125,6 +156,7 @@ def load_lock(path: Path = LOCK_FILE) -> Lock:
         jars=tuple(_artifact(e) for e in data.get("jar", [])),
         classpaths=classpaths,
         repository=str(data.get("repository", MAVEN_CENTRAL)),
+        distributions={name: _distribution(name, e) for name, e in (data.get("distribution") or {}).items()},
     )
 
 
@@ -171,7 +203,7 @@ def fetch(art: Artifact, root: Path, repo: str) -> Path:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     url = f"{repo.rstrip('/')}/{art.path}"
-    partial = dest.with_suffix(".jar.part")
+    partial = dest.with_name(dest.name + ".part")
     log.info("fetching %s from %s", art.maven, repo)
     try:
         with urllib.request.urlopen(url, timeout=300) as resp, partial.open("wb") as out:
@@ -206,16 +238,46 @@ def resolve_classpath(classpath: str = SPARK, root: Path | None = None) -> tuple
         return tuple(fetch(a, root, repo) for a in lock.jars if a.classpath == classpath)
 
 
+def resolve_distribution(name: str = REGISTRY, root: Path | None = None) -> Path:
+    """Fetch (once, hash checked) and unpack (once) a distribution; return the unpacked directory.
+
+    Raises:
+        JarResolutionError: the lock has no such distribution, or its download failed or differs.
+    """
+    root = root or cache_dir() / "maven"
+    lock = load_lock()
+    art = lock.distributions.get(name)
+    if art is None:
+        raise JarResolutionError(f"{LOCK_FILE.name}: no [distribution.{name}]: {', '.join(lock.distributions)}")
+    with _locked(root):
+        archive = fetch(art, root, repository(lock))
+        unpacked = archive.with_name(archive.name.removesuffix(f".{art.extension}"))
+        if not (unpacked / ".unpacked").exists():
+            # Unpack beside, then rename: a crash half-way never leaves a directory that looks complete.
+            shutil.rmtree(unpacked, ignore_errors=True)
+            staging = Path(tempfile.mkdtemp(dir=archive.parent, prefix=".unpacking-"))
+            with tarfile.open(archive) as tar:
+                tar.extractall(staging, filter="data")
+            (staging / ".unpacked").write_text(art.sha256)
+            staging.rename(unpacked)
+        return unpacked
+
+
 def resolve_all(root: Path | None = None) -> dict[str, tuple[Path, ...]]:
-    """Every classpath of the lock file, fetched and verified (``make jars``)."""
-    return {name: resolve_classpath(name, root) for name in CLASSPATHS}
+    """Every classpath and distribution of the lock file, fetched and verified (``make jars``)."""
+    resolved = {name: resolve_classpath(name, root) for name in CLASSPATHS}
+    for name in load_lock().distributions:
+        resolve_distribution(name, root)
+        art = load_lock().distributions[name]
+        resolved[name] = ((root or cache_dir() / "maven") / art.path,)
+    return resolved
 
 
 def verify(root: Path | None = None) -> list[str]:
     """Re-hash every cached jar; return ``coordinates: reason`` for each one missing or altered."""
     root = root or cache_dir() / "maven"
     bad = []
-    for art in load_lock().jars:
+    for art in load_lock().files:
         path = root / art.path
         if not path.exists():
             bad.append(f"{art.maven}: missing from {root} (run `kafka-iceberg jars fetch`)")

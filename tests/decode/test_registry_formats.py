@@ -1,7 +1,7 @@
 """Avro, Protobuf and JSON Schema in the Confluent wire format, decoded against a registry.
 
 The producer side is confluent-kafka's own serializers; the registry is the local stack's
-(:mod:`kafka_iceberg.local.registry`), run in-process here so that these tests need no stack.
+Apicurio Registry (its Confluent-compatible API), as real as the one a cluster points at.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from kafka_iceberg.local.registry import serve
 from tests.decode.conftest import table
 
 V1 = {
@@ -31,10 +30,8 @@ V2 = {**V1, "fields": [*V1["fields"], {"name": "size", "type": ["null", "string"
 
 
 @pytest.fixture(scope="module")
-def registry() -> Iterator[str]:
-    server = serve(0)
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+def registry(stack: Any) -> Iterator[str]:
+    yield stack.registry_url
 
 
 def avro_bytes(url: str, topic: str, schema: dict[str, Any], record: dict[str, Any]) -> bytes:
@@ -49,6 +46,7 @@ def avro_table(url: str, topic: str, **keys: Any) -> Any:
     return spec.model_copy(update={"source": spec.source.model_copy(update={"topics": [topic]})})
 
 
+@pytest.mark.integration  # the stack\'s registry
 def test_two_schema_versions_decode_into_the_latest_columns(registry: str, run: Any) -> None:
     from tests.decode.conftest import Msg
 
@@ -61,6 +59,7 @@ def test_two_schema_versions_decode_into_the_latest_columns(registry: str, run: 
     assert list(result.decoded.new_columns) == ["id", "name", "size"]
 
 
+@pytest.mark.integration  # the stack\'s registry
 def test_wire_format_errors_are_per_record_with_reasons(registry: str, run: Any) -> None:
     from tests.decode.conftest import Msg
 
@@ -110,6 +109,7 @@ LOGICAL = {
 }
 
 
+@pytest.mark.integration  # the stack\'s registry
 def test_avro_logical_and_nested_types_land_typed(registry: str, run: Any) -> None:
     from tests.decode.conftest import Msg
 
@@ -171,6 +171,7 @@ def order_class() -> Any:
     return message_factory.GetMessageClass(file_desc.message_types_by_name["Order"])
 
 
+@pytest.mark.integration  # the stack\'s registry
 def test_protobuf_nested_messages_repeated_fields_and_well_known_types(registry: str, run: Any) -> None:
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 
@@ -197,6 +198,7 @@ def test_protobuf_nested_messages_repeated_fields_and_well_known_types(registry:
     assert list(result.reasons()) == [1]
 
 
+@pytest.mark.integration  # the stack\'s registry
 def test_json_schema_documents_are_validated_against_the_writer_schema(registry: str, run: Any) -> None:
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
 

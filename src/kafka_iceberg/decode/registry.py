@@ -74,8 +74,7 @@ class RegistryClient:
         with self._lock:
             if key in self._by_id:
                 return self._by_id[key]
-        query = "?format=serialized" if schema_type == "PROTOBUF" else ""
-        body = self._get(f"/schemas/ids/{schema_id}{query}")
+        body = self._get_schema(f"/schemas/ids/{schema_id}", schema_type)
         found = None if body is None else _registered(body, schema_id=schema_id)
         with self._lock:
             self._by_id[key] = found
@@ -85,11 +84,21 @@ class RegistryClient:
         self, subject: str, version: int | str = "latest", schema_type: str = "AVRO"
     ) -> RegisteredSchema | None:
         """A version of ``subject`` (``latest`` by default), or None when the subject has none."""
-        query = "?format=serialized" if schema_type == "PROTOBUF" else ""
-        body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}{query}")
+        body = self._get_schema(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}", schema_type)
         return None if body is None else _registered(body)
 
-    def _get(self, path: str) -> dict[str, Any] | None:
+    def _get_schema(self, path: str, schema_type: str) -> dict[str, Any] | None:
+        if schema_type != "PROTOBUF":
+            return self._get(path)
+        # Protobuf as a serialized descriptor when the registry can (Confluent converts its .proto
+        # text), else as stored: Apicurio keeps what confluent-kafka registered (a base64 descriptor)
+        # and answers format=serialized with HTTP 500. Either form decodes (protobuf._to_file).
+        try:
+            return self._get(f"{path}?format=serialized", format_query=True)
+        except _FormatRefusedError:
+            return self._get(path)
+
+    def _get(self, path: str, *, format_query: bool = False) -> dict[str, Any] | None:
         headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
         if self.bearer:
             headers["Authorization"] = f"Bearer {self.bearer}"
@@ -108,6 +117,8 @@ class RegistryClient:
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:
                     return None
+                if exc.code == 500 and format_query:
+                    raise _FormatRefusedError(path) from None
                 if exc.code < 500:
                     raise RegistryUnavailableError(
                         f"schema registry {self.url} refused GET {path}: HTTP {exc.code} {_text(exc)}"
@@ -118,6 +129,10 @@ class RegistryClient:
         raise RegistryUnavailableError(
             f"schema registry {self.url} unavailable for GET {path} after {self.retries + 1} attempts: {last}"
         )
+
+
+class _FormatRefusedError(Exception):
+    """The registry answered a ``format=`` query with a server error: ask for the schema as stored."""
 
 
 def _text(exc: urllib.error.HTTPError) -> str:

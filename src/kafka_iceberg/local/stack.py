@@ -49,7 +49,7 @@ SASL_MECHANISM = "SCRAM-SHA-512"
 SASL_USER = "kafka-iceberg"
 SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA = "seaweedfs", "s3", "catalog", "kafka"
 REGISTRY = "registry"
-REGISTRY_MAIN = "kafka_iceberg.local.registry"
+REGISTRY_API = "/apis/ccompat/v7"  # Apicurio's Confluent-compatible API
 SPLIT_SERVICES = (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA, REGISTRY)
 START_TIMEOUT_S = 60.0
 _INSTALL_HINT = "pip install 'kafka-iceberg[local]'"
@@ -124,8 +124,8 @@ class StackState:
 
     @property
     def registry_url(self) -> str:
-        """URL of the schema registry (Confluent REST API)."""
-        return f"http://127.0.0.1:{self.services[REGISTRY].ports['http']}"
+        """URL of the schema registry's Confluent-compatible API (Apicurio's ``/apis/ccompat/v7``)."""
+        return f"http://127.0.0.1:{self.services[REGISTRY].ports['http']}{REGISTRY_API}"
 
     @property
     def s3_endpoint(self) -> str:
@@ -442,19 +442,31 @@ class LocalStack:
         return ServiceState(KAFKA, proc.pid, java, ports, str(log), marker=KAFKA_MAIN)
 
     def _start_registry(self, state: StackState, ports: dict[str, int] | None) -> ServiceState:
-        # The in-memory Confluent-compatible registry (kafka_iceberg.local.registry), run from the
-        # same kafka_iceberg package as this process (PYTHONPATH), whatever is installed.
-        import kafka_iceberg
+        # Apicurio Registry (the ``registry`` distribution of jars.lock.toml), schemas in its
+        # in-memory H2 database: like the broker's topics in tests, they live as long as the stack.
+        from kafka_iceberg import jars
 
+        java = java_binary()
+        home = jars.resolve_distribution(jars.REGISTRY)
+        runner = next(home.glob("*-runner.jar"), None)
+        if runner is None:
+            raise StackError(f"the schema registry distribution in {home} has no *-runner.jar")
         if ports is None:
             ports = {"http": processes.free_port_block(1)[0]}
-        cmd = [sys.executable, "-m", REGISTRY_MAIN, "--host", "127.0.0.1", "--port", str(ports["http"])]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KAFKA_", "QUARKUS_", "APICURIO_"))}
+        env |= {
+            "QUARKUS_HTTP_HOST": "127.0.0.1",
+            "QUARKUS_HTTP_PORT": str(ports["http"]),
+            "APICURIO_STORAGE_KIND": "sql",
+            "APICURIO_STORAGE_SQL_KIND": "h2",
+            "QUARKUS_OTEL_SDK_DISABLED": "true",
+            "QUARKUS_LOG_CONSOLE_LEVEL": "WARN",
+        }
+        jvm = ["-Xms128m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"]
+        cmd = [java, *jvm, "-jar", str(runner)]
         log = self.run_dir / "logs" / "registry.log"
-        env = dict(os.environ)
-        package_root = str(Path(kafka_iceberg.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         proc = processes.spawn(cmd, log=log, env=env, owned=state.owned, cwd=self.run_dir)
-        return ServiceState(REGISTRY, proc.pid, sys.executable, ports, str(log), marker=REGISTRY_MAIN)
+        return ServiceState(REGISTRY, proc.pid, java, ports, str(log), marker=str(runner))
 
     def _format_kafka(self, java: str, classpath: str, config: Path, state: StackState) -> None:
         # KRaft storage is formatted once; the SCRAM user is written into the metadata log with it.
