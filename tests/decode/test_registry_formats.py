@@ -46,7 +46,7 @@ def avro_table(url: str, topic: str, **keys: Any) -> Any:
     return spec.model_copy(update={"source": spec.source.model_copy(update={"topics": [topic]})})
 
 
-@pytest.mark.integration  # the stack\'s registry
+@pytest.mark.integration  # the stack's registry
 def test_two_schema_versions_decode_into_the_latest_columns(registry: str, run: Any) -> None:
     from tests.decode.conftest import Msg
 
@@ -59,7 +59,7 @@ def test_two_schema_versions_decode_into_the_latest_columns(registry: str, run: 
     assert list(result.decoded.new_columns) == ["id", "name", "size"]
 
 
-@pytest.mark.integration  # the stack\'s registry
+@pytest.mark.integration  # the stack's registry
 def test_wire_format_errors_are_per_record_with_reasons(registry: str, run: Any) -> None:
     from tests.decode.conftest import Msg
 
@@ -109,7 +109,7 @@ LOGICAL = {
 }
 
 
-@pytest.mark.integration  # the stack\'s registry
+@pytest.mark.integration  # the stack's registry
 def test_avro_logical_and_nested_types_land_typed(registry: str, run: Any) -> None:
     from tests.decode.conftest import Msg
 
@@ -171,7 +171,7 @@ def order_class() -> Any:
     return message_factory.GetMessageClass(file_desc.message_types_by_name["Order"])
 
 
-@pytest.mark.integration  # the stack\'s registry
+@pytest.mark.integration  # the stack's registry
 def test_protobuf_nested_messages_repeated_fields_and_well_known_types(registry: str, run: Any) -> None:
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 
@@ -198,7 +198,7 @@ def test_protobuf_nested_messages_repeated_fields_and_well_known_types(registry:
     assert list(result.reasons()) == [1]
 
 
-@pytest.mark.integration  # the stack\'s registry
+@pytest.mark.integration  # the stack's registry
 def test_json_schema_documents_are_validated_against_the_writer_schema(registry: str, run: Any) -> None:
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
 

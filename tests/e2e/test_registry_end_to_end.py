@@ -78,6 +78,61 @@ tables:
     ]
 
 
+def test_protobuf_and_json_schema_land_nested_and_typed(tmp_path, lake, stack):
+    import datetime as dt
+
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    from tests.decode.test_registry_formats import order_class
+
+    ns, orders, clicks = unique("registry"), unique("proto_orders"), unique("js_clicks")
+    client = SchemaRegistryClient({"url": stack.registry_url})
+    order = order_class()
+    message = order(id=7, name="box", kind=1)
+    for sku, qty in (("a", 2), ("b", 1)):
+        line = message.lines.add()
+        line.sku, line.qty = sku, qty
+    message.at.FromDatetime(dt.datetime(2024, 1, 2, 3, 4, 5))
+    message.note.value = "fragile"
+    serialize = ProtobufSerializer(order, client, {"use.deprecated.format": False})
+    produce(
+        stack.kafka_bootstrap, orders, [(None, serialize(message, SerializationContext(orders, MessageField.VALUE)))]
+    )
+    schema = {
+        "title": "Click",
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "page": {"type": "string"}},
+        "required": ["id"],
+    }
+    click = JSONSerializer(json.dumps(schema), client)(
+        {"id": 1, "page": "/"}, SerializationContext(clicks, MessageField.VALUE)
+    )
+    produce(stack.kafka_bootstrap, clicks, [(None, click)])
+    registry = '{url: "${local:schema_registry.url}"}'
+    run_pipeline(
+        tmp_path,
+        f"""
+pipeline: registry_formats
+catalog: lake
+tables:
+  - name: orders
+    namespace: {ns}
+    source: {{topics: [{orders}], format: protobuf, schema_registry: {registry}}}
+    partition_window: none
+  - name: clicks
+    namespace: {ns}
+    source: {{topics: [{clicks}], format: json_schema, schema_registry: {registry}}}
+    partition_window: none
+""",
+    )
+    (landed,) = rows(lake, f"{ns}.orders")
+    assert (landed["id"], landed["name"], landed["kind"], landed["note"]) == (7, "box", "B", "fragile")
+    assert [(x["sku"], x["qty"]) for x in landed["lines"]] == [("a", 2), ("b", 1)]  # repeated nested message
+    assert landed["at"] == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)  # an instant: timestamptz
+    assert [(r["id"], r["page"]) for r in rows(lake, f"{ns}.clicks")] == [(1, "/")]
+
+
 CONNECT_SCHEMA = {
     "type": "struct",
     "fields": [
