@@ -54,13 +54,6 @@ def cluster_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Clust
     return ClusterVenv.create(wheel, tmp_path_factory.mktemp("cluster") / "venv")
 
 
-@pytest.fixture(scope="session")
-def local_cluster_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> ClusterVenv:
-    """The same with the wheel's ``local`` extra: resolving ``${local:...}`` probes the stack's
-    SigV4-signed endpoints with botocore, which the runtime dependencies do not include."""
-    return ClusterVenv.create(wheel, tmp_path_factory.mktemp("cluster-local") / "venv")
-
-
 def _standin_workspace(tasks: list[WheelTask]) -> Workspace:
     """The workspace's secret scope holding a dummy value for every secret the clusters refer to."""
     workspace = Workspace()
@@ -173,7 +166,7 @@ class LocalRuns:
 
 
 @pytest.fixture(scope="module")
-def local_runs(stack, local_cluster_venv, tmp_path_factory) -> LocalRuns:
+def local_runs(stack, cluster_venv, tmp_path_factory) -> LocalRuns:
     """Records for every table of the local target's tasks, then each task run once, in order."""
     status = stack.describe()
     token = uuid.uuid4().hex[:10]
@@ -196,7 +189,7 @@ def local_runs(stack, local_cluster_venv, tmp_path_factory) -> LocalRuns:
         extra = ["--available-now"] if "continuous" in rendered.jobs[task.job] else []
         cwd = tmp_path_factory.mktemp("cwd")
         started = time.monotonic()
-        results[task.id] = (task, local_cluster_venv.run(task, cluster.env, cwd, *extra))
+        results[task.id] = (task, cluster_venv.run(task, cluster.env, cwd, *extra))
         seconds[task.id] = time.monotonic() - started
     return LocalRuns(token, results, seconds, status)
 
