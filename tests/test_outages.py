@@ -36,6 +36,14 @@ Caused by: org.apache.hadoop.fs.s3a.AWSClientIOException: getFileStatus on s3://
 Caused by: java.net.ConnectException: Connection refused"""
 
 
+# Iceberg's S3FileIO (AWS SDK v2) when the object store stops while a task writes: no address, no "s3".
+S3FILEIO_WRITE_DOWN = """An error occurred while calling o608.append.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 13.0 failed 1 times, most recent failure: Lost task 0.0 in stage 13.0 (TID 26) (localhost executor driver): java.io.UncheckedIOException: Failed to close current writer
+Caused by: java.io.IOException: software.amazon.awssdk.core.exception.SdkClientException: Unable to execute HTTP request: Broken pipe (SDK Attempt Count: 1)
+Caused by: software.amazon.awssdk.core.exception.SdkClientException: Unable to execute HTTP request: Broken pipe (SDK Attempt Count: 1)
+Caused by: java.net.SocketException: Broken pipe"""
+
+
 class FakeJavaThrowable:
     """What py4j hands over: toString() and getCause()."""
 
@@ -67,6 +75,13 @@ def test_the_endpoint_in_the_root_cause_names_the_service():
     store = classify(Exception(STORE_DOWN), ENDPOINTS)
     assert store is not None and store.service == OBJECT_STORE
     assert store.endpoint.label == "storage of catalog lake"
+
+
+def test_a_data_file_writer_losing_the_object_store_is_its_outage():
+    store = classify(Exception(S3FILEIO_WRITE_DOWN), ENDPOINTS)
+    assert store is not None and store.service == OBJECT_STORE
+    assert store.endpoint.label == "storage of catalog lake"
+    assert store.reason == "SocketException: Broken pipe"
 
 
 def test_the_java_cause_chain_is_read_through_py4j():

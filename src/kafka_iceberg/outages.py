@@ -41,7 +41,15 @@ _CONNECTIVITY = re.compile(
 # Which service a failure came from when no configured endpoint appears in it.
 _SERVICE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (BROKER, re.compile(r"org\.apache\.kafka|KafkaException|KafkaError|_TRANSPORT|_ALL_BROKERS_DOWN|librdkafka")),
-    (OBJECT_STORE, re.compile(r"fs\.s3a|S3AFileSystem|AmazonS3|services\.s3\.|S3Exception|S3FileIO|s3a?://")),
+    # Iceberg's data writers and S3FileIO streams talk only to storage; S3FileIO's AWS SDK v2 errors
+    # name neither the address nor S3 ("Unable to execute HTTP request: Broken pipe").
+    (
+        OBJECT_STORE,
+        re.compile(
+            r"fs\.s3a|S3AFileSystem|AmazonS3|services\.s3\.|S3Exception|S3FileIO|s3a?://|"
+            r"Failed to close current writer|S3OutputStream|S3InputStream"
+        ),
+    ),
     (CATALOG, re.compile(r"org\.apache\.iceberg\.rest|RESTException|hive\.metastore|TTransportException|Glue")),
 )
 _FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more)")
