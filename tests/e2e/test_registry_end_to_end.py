@@ -15,6 +15,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.support.kafka import consume_all, produce
+from tests.support.project import entry_point, project
 from tests.support.run import run_pipeline, unique
 
 pytestmark = pytest.mark.integration
@@ -62,7 +63,10 @@ tables:
     unknown_id = b"\x00\x00\x00\x7f\xff" + second[5:]
     wrong_magic = b'{"id": 3, "name": "mocha"}'
     produce(stack.kafka_bootstrap, topic, [(None, second), (b"k", unknown_id), (None, wrong_magic)], partition=0)
-    run_pipeline(tmp_path / "two", yaml)
+    # The second run as a bundle job runs it: the format's console entry point, in a process of its own.
+    path = project(tmp_path / "two", yaml)
+    result = entry_point("ingest-avro", "--pipeline", str(path), "--env", "local", stack_dir=stack.run_dir)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     table = lake.pyiceberg().load_table(f"{ns}.orders")
     assert "size" in [f.name for f in table.schema().fields]  # evolved by the second schema version
     assert [(r["id"], r["name"], r["size"]) for r in rows(lake, f"{ns}.orders")] == [

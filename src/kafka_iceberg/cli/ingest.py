@@ -16,7 +16,7 @@ from kafka_iceberg.cli.pipelines import add_check_arg, add_pipeline_args, add_ru
 
 def _ingest(fmt: str, argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(
-        prog=f"ingest-{fmt}", description=f"Ingest the {fmt.upper()} tables of a pipeline."
+        prog=f"ingest-{fmt.replace('_', '-')}", description=f"Ingest the {fmt.upper()} tables of a pipeline."
     )
     add_pipeline_args(parser, pipeline_default=None)
     add_run_args(parser)
@@ -50,6 +50,21 @@ def ingest_flatten(argv: Sequence[str] | None = None) -> None:
 def ingest_binary(argv: Sequence[str] | None = None) -> None:
     """``ingest-binary``."""
     sys.exit(_ingest("binary", argv))
+
+
+def ingest_avro(argv: Sequence[str] | None = None) -> None:
+    """``ingest-avro``: Avro through a schema registry (Confluent wire format), or plain Avro."""
+    sys.exit(_ingest("avro", argv))
+
+
+def ingest_protobuf(argv: Sequence[str] | None = None) -> None:
+    """``ingest-protobuf``: Protobuf through a schema registry."""
+    sys.exit(_ingest("protobuf", argv))
+
+
+def ingest_json_schema(argv: Sequence[str] | None = None) -> None:
+    """``ingest-json-schema``: JSON Schema through a schema registry."""
+    sys.exit(_ingest("json_schema", argv))
 
 
 def maintain_tables(argv: Sequence[str] | None = None) -> None:
