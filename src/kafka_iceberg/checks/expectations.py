@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.errors import ExpectationFailedError
-from kafka_iceberg.records import COORDINATES, TOMBSTONE_COLUMN, with_original_bytes
+from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN, with_original_bytes
 from kafka_iceberg.spec.model import Expectation
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class ExpectationReport:
 
 
 def _flag(i: int) -> str:
-    return f"_ki_exp_{i}"
+    return f"{INTERNAL_PREFIX}exp_{i}"
 
 
 def apply_expectations(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg.config import IDENTIFIER, IDENTIFIER_EXPECTED
 from kafka_iceberg.decode.flatten import Parsed, names_array
 from kafka_iceberg.decode.sql import JSON_OPTIONS_SQL, ident, lit
-from kafka_iceberg.records import TOMBSTONE_COLUMN
+from kafka_iceberg.records import INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.spec.columns import FIXED_COLUMNS
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def _classify(keys: list[str], columns: Mapping[str, str]) -> tuple[list[str], d
     accepted: list[str] = []
     rejected: dict[str, str] = {}
     for key in keys:
-        if key.lower() in RESERVED or key.lower().startswith("_ki_"):
+        if key.lower() in RESERVED or key.lower().startswith(INTERNAL_PREFIX):
             rejected[key] = "reserved column name"
         elif not IDENTIFIER.match(key):
             rejected[key] = f"not a valid column name ({IDENTIFIER_EXPECTED})"

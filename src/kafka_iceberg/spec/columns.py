@@ -15,7 +15,7 @@ from kafka_iceberg.spec.types import columns_from_json_schema
 KAFKA_COLUMNS: dict[str, str] = {"topic": "string", "partition": "int", "offset": "long", "timestamp": "timestamp"}
 PT_COLUMN = "pt"
 HEADERS_COLUMN = "headers"
-HEADERS_TYPE = "map<string,binary>"
+HEADERS_MAP_TYPE = "map<string,binary>"  # the table's headers column (records.HEADERS_TYPE: Kafka's array)
 FIXED_COLUMNS = (*KAFKA_COLUMNS, PT_COLUMN, HEADERS_COLUMN)
 
 
@@ -52,7 +52,7 @@ def table_columns(spec: TableSpec, payload: dict[str, str] | None) -> dict[str, 
     if spec.partition_window != "none":
         out[PT_COLUMN] = "string"
     if spec.source.include_headers:
-        out[HEADERS_COLUMN] = HEADERS_TYPE
+        out[HEADERS_COLUMN] = HEADERS_MAP_TYPE
     return out
 
 
@@ -61,6 +61,6 @@ def table_ddl(columns: dict[str, str]) -> str:
     from kafka_iceberg.spec.types import spark_sql_type
 
     def spark_type(col_type: str) -> str:
-        return "MAP<STRING, BINARY>" if col_type == HEADERS_TYPE else spark_sql_type(col_type)
+        return "MAP<STRING, BINARY>" if col_type == HEADERS_MAP_TYPE else spark_sql_type(col_type)
 
     return ", ".join(f"`{name}` {spark_type(col_type)}" for name, col_type in columns.items())

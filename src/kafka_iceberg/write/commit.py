@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from kafka_iceberg.errors import CommitConflictError
+from kafka_iceberg.records import INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.write.jvm import conflict_reason
-from kafka_iceberg.write.schema import TOMBSTONE_COLUMN, align, quote
+from kafka_iceberg.write.schema import align, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -91,7 +92,7 @@ def run_with_retries(
 
 def drop_internal(rows: DataFrame) -> DataFrame:
     """``rows`` without ``_ki_*`` columns."""
-    internal = [c for c in rows.columns if c.startswith("_ki_")]
+    internal = [c for c in rows.columns if c.startswith(INTERNAL_PREFIX)]
     return rows.drop(*internal) if internal else rows
 
 
@@ -110,7 +111,7 @@ def latest_per_key(rows: DataFrame, keys: Sequence[str], sequence: str) -> DataF
     if sequence != OFFSET_COLUMN and OFFSET_COLUMN in rows.columns:
         order.append(F.col(quote(OFFSET_COLUMN)).desc_nulls_last())
     window = Window.partitionBy(*[F.col(quote(k)) for k in keys]).orderBy(*order)
-    rank = "_ki_rank"
+    rank = f"{INTERNAL_PREFIX}rank"
     return rows.withColumn(rank, F.row_number().over(window)).where(F.col(rank) == 1).drop(rank)
 
 
@@ -150,7 +151,7 @@ def merge_sql(table: str, source_view: str, columns: Sequence[str], keys: Sequen
 def run_merge(source: DataFrame, table: str, columns: Sequence[str], keys: Sequence[str], sequence: str) -> None:
     """Run the upsert MERGE with ``source`` registered as a uniquely named temporary view."""
     spark = source.sparkSession
-    view = f"_ki_upsert_{uuid.uuid4().hex}"
+    view = f"{INTERNAL_PREFIX}upsert_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
     try:
         spark.sql(merge_sql(table, quote(view), columns, keys, sequence))

@@ -26,11 +26,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from kafka_iceberg.records import INTERNAL_PREFIX
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-INTERNAL_PREFIX = "_ki_"
-TOMBSTONE_COLUMN = "_ki_tombstone"
 Mode = Literal["strict", "add_columns", "full"]
 Path = tuple[str, ...]
 

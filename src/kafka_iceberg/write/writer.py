@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kafka_iceberg.config import IDENTIFIER, IDENTIFIER_EXPECTED
 from kafka_iceberg.errors import CommitMarkerError, ConfigError
+from kafka_iceberg.records import INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write import commit as modes
 from kafka_iceberg.write.jvm import IcebergTable, SnapshotInfo, with_commit_properties
@@ -37,7 +38,7 @@ from kafka_iceberg.write.properties import (
     int_property,
     spec_file,
 )
-from kafka_iceberg.write.schema import TOMBSTONE_COLUMN, quote
+from kafka_iceberg.write.schema import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -307,7 +308,7 @@ class TableWriter:
         if mode == "upsert":
             keys = [self._column(k, table_schema) for k in self.spec.key_fields]
             sequence = self._column(self.spec.sequence_field or modes.SEQUENCE_FIELD_DEFAULT, table_schema)
-            keep = [c for c in rows.columns if not c.startswith("_ki_") or c == TOMBSTONE_COLUMN]
+            keep = [c for c in rows.columns if not c.startswith(INTERNAL_PREFIX) or c == TOMBSTONE_COLUMN]
             source = modes.upsert_source(rows.select(*[rows[quote(c)] for c in keep]), table_schema, keys, sequence)
             modes.run_merge(source, self.quoted, table_schema.names, keys, sequence)
             return
