@@ -1,0 +1,117 @@
+"""BatchProcessor: the order of a batch's steps, and a crash between each pair, against a files catalog.
+
+The order *is* the exactly-once guarantee: bad records are routed (here to a quarantine table) before
+the table commit that carries the batch's offsets, so a crash anywhere leaves either nothing of the
+batch or its routed records without its rows — and the source's redelivery, processed by a fresh
+processor (a restarted job), completes it without a second copy of anything. The crash is
+``faults.reached`` raising instead of killing the process; everything in memory is dropped with the
+processor, as a restart would.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from kafka_iceberg import faults
+from kafka_iceberg.runner import BatchProcessor
+from kafka_iceberg.spec.model import TableSpec
+from tests.decode.conftest import KAFKA_SCHEMA, Msg, kafka_rows
+
+STREAM = "unit-stream"
+
+
+class Crash(BaseException):
+    """The process died here (BaseException: nothing in the processor may swallow it)."""
+
+
+def spec(ns: str) -> TableSpec:
+    return TableSpec.model_validate(
+        {
+            "name": "events",
+            "namespace": ns,
+            "source": {"topics": ["t"], "format": "flatten"},
+            "schema": {"columns": {"id": "long", "note": "string"}},
+            "schema_evolution": "strict",
+            "partition_window": "none",
+            "expectations": {"positive": {"expr": "id > 0", "on_violation": "quarantine"}},
+            "errors": {"quarantine_table": f"{ns}.events_quarantine"},
+        }
+    )
+
+
+MESSAGES = [
+    Msg(None, json.dumps({"id": 1, "note": "a"})),
+    Msg(None, "not json"),  # decode error → quarantine
+    Msg(None, json.dumps({"id": 2, "note": "b"})),
+    Msg(None, json.dumps({"id": 0, "note": "zero"})),  # expectation → quarantine
+    Msg(None, json.dumps({"id": 3, "note": "c"})),
+]
+OFFSETS = {"t": {0: len(MESSAGES)}}
+
+
+def rows_of(spark: Any, identifier: str) -> list[tuple[int, int]]:
+    if not spark.catalog.tableExists(identifier):
+        return []
+    return sorted((r["partition"], r["offset"]) for r in spark.table(identifier).collect())
+
+
+def process(spark: Any, catalog: str, ns: str, steps: list[str], crash_at: str | None = None) -> None:
+    """One batch through a fresh processor (a fresh process), recording its steps; may crash."""
+    processor = BatchProcessor(spark, "unit", spec(ns), catalog)
+    processor.resume(STREAM)
+    writer = processor.writer
+    commit = writer.commit
+
+    def traced_commit(rows: Any, marker: Any) -> Any:
+        steps.append("commit table")
+        return commit(rows, marker)
+
+    writer.commit = traced_commit  # type: ignore[method-assign]
+    raw = spark.createDataFrame(kafka_rows(MESSAGES), KAFKA_SCHEMA)
+    with pytest.MonkeyPatch.context() as patch:
+
+        def reached(point: str) -> None:
+            steps.append(point)
+            if point == crash_at:
+                raise Crash(point)
+
+        patch.setattr(faults, "reached", reached)
+        processor.process(raw, batch_id=0, stream=STREAM, offsets=OFFSETS)
+
+
+def test_bad_records_are_routed_before_the_table_commit_and_the_marker_comes_with_it(spark, files_catalog):
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    steps: list[str] = []
+    process(spark, files_catalog, ns, steps)
+    # Route bad records (the quarantine commit) → commit the table with the marker → acknowledge.
+    assert steps == ["quarantined", "commit table", "committed"]
+    assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 0), (0, 2), (0, 4)]
+    assert rows_of(spark, f"{files_catalog}.{ns}.events_quarantine") == [(0, 1), (0, 3)]
+    marker = BatchProcessor(spark, "unit", spec(ns), files_catalog).resume(STREAM)
+    assert marker is not None and marker.batch_id == 0 and marker.offsets == OFFSETS
+
+
+@pytest.mark.parametrize("crash_at", ["quarantined", "committed"])
+def test_a_crash_between_two_steps_then_the_redelivered_batch_leaves_one_copy(spark, files_catalog, crash_at):
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    crashed: list[str] = []
+    with pytest.raises(Crash):
+        process(spark, files_catalog, ns, crashed, crash_at=crash_at)
+    assert crashed[-1] == crash_at
+    table, quarantine = f"{files_catalog}.{ns}.events", f"{files_catalog}.{ns}.events_quarantine"
+    committed = crash_at == "committed"
+    # Between the quarantine and the table commit: the bad records are in, the batch's rows are not.
+    assert rows_of(spark, table) == ([(0, 0), (0, 2), (0, 4)] if committed else [])
+    assert rows_of(spark, quarantine) == [(0, 1), (0, 3)]
+
+    again: list[str] = []
+    process(spark, files_catalog, ns, again)  # the restarted job gets the same batch again
+    # A batch already in the table is left alone; one whose commit was lost is completed, its bad
+    # records found in the quarantine table already (nothing new quarantined, so no "quarantined").
+    assert again == ([] if committed else ["commit table", "committed"])
+    assert rows_of(spark, table) == [(0, 0), (0, 2), (0, 4)]
+    assert rows_of(spark, quarantine) == [(0, 1), (0, 3)]  # once, though routed twice
