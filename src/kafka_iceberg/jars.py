@@ -115,13 +115,19 @@ class Lock:
         return (*self.jars, *self.distributions.values())
 
 
-def _artifact(entry: dict[str, Any]) -> Artifact:
+def _pinned(entry: dict[str, Any], where: str) -> tuple[str, str]:
+    """``(maven, sha256)`` of a lock entry, checked; ``where`` names the entry in errors."""
     maven = str(entry.get("maven", ""))
     if maven.count(":") != 2 or not all(maven.split(":")):
-        raise JarResolutionError(f"{LOCK_FILE.name}: jar {maven!r}: expected maven = 'group:artifact:version'")
+        raise JarResolutionError(f"{LOCK_FILE.name}: {where}: maven: got {maven!r}; expected 'group:artifact:version'")
     sha = str(entry.get("sha256", ""))
     if len(sha) != 64:
-        raise JarResolutionError(f"{LOCK_FILE.name}: jar {maven}: sha256 must be 64 hex digits")
+        raise JarResolutionError(f"{LOCK_FILE.name}: {where}: sha256 must be 64 hex digits")
+    return maven, sha
+
+
+def _artifact(entry: dict[str, Any]) -> Artifact:
+    maven, sha = _pinned(entry, f"jar {entry.get('maven', '')!r}")
     classpath = str(entry.get("classpath", ""))
     if classpath not in CLASSPATHS:
         raise JarResolutionError(
@@ -131,16 +137,13 @@ def _artifact(entry: dict[str, Any]) -> Artifact:
 
 
 def _distribution(name: str, entry: dict[str, Any]) -> Artifact:
-    where = f"{LOCK_FILE.name}: distribution.{name}"
-    maven = str(entry.get("maven", ""))
-    if maven.count(":") != 2 or not all(maven.split(":")):
-        raise JarResolutionError(f"{where}: maven: got {maven!r}; expected 'group:artifact:version'")
-    sha = str(entry.get("sha256", ""))
-    if len(sha) != 64:
-        raise JarResolutionError(f"{where}: sha256 must be 64 hex digits")
+    maven, sha = _pinned(entry, f"distribution.{name}")
     extension = str(entry.get("extension", ""))
     if extension not in ARCHIVES:
-        raise JarResolutionError(f"{where}: extension: got {extension!r}; expected one of {', '.join(ARCHIVES)}")
+        expected = ", ".join(ARCHIVES)
+        raise JarResolutionError(
+            f"{LOCK_FILE.name}: distribution.{name}: extension: got {extension!r}; expected one of {expected}"
+        )
     return Artifact(maven, sha, name, classifier=str(entry.get("classifier", "")), extension=extension)
 
 
