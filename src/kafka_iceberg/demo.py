@@ -1,9 +1,10 @@
 """``kafka-iceberg demo`` (``make demo``): the shop pipeline on the embedded local stack.
 
 Starts a fresh stack owned by this process, sends sample messages of every format to Kafka (with a
-few bad ones), runs ``pipelines/shop.yml`` exactly as ``kafka-iceberg run`` does, then reads the
-results back through paths independent of Spark — pyiceberg for the tables, a Kafka consumer for
-the error topic — prints them, runs ``verify`` on the pipeline, and stops the stack.
+few bad ones, and a Debezium change stream), runs ``pipelines/shop.yml`` exactly as
+``kafka-iceberg run`` does, then reads the results back through paths independent of Spark —
+pyiceberg for the tables, a Kafka consumer for the error topic — prints them, runs ``verify`` on
+the pipeline, and stops the stack.
 """
 
 from __future__ import annotations
@@ -45,6 +46,44 @@ INVENTORY = [("s1", "SKU-1,berlin,12,3.50"), ("s2", "SKU-2,berlin,3,4.20"), ("s3
 AUDIT = [("alice", "login ok"), ("bob", "password changed")]
 BLOBS = [(None, bytes([0, 1, 2, 253, 254, 255]))]
 
+# A products table's change stream, as Debezium's JsonConverter (schemas.enable) writes it.
+_PRODUCT = {
+    "type": "struct",
+    "optional": True,
+    "fields": [
+        {"field": "id", "type": "int64"},
+        {"field": "name", "type": "string"},
+        {"field": "price", "type": "double", "optional": True},
+    ],
+}
+_ENVELOPE = {
+    "type": "struct",
+    "fields": [
+        {**_PRODUCT, "field": "before"},
+        {**_PRODUCT, "field": "after"},
+        {"field": "source", "type": "struct", "fields": [{"field": "lsn", "type": "int64", "optional": True}]},
+        {"field": "op", "type": "string"},
+        {"field": "ts_ms", "type": "int64"},
+    ],
+}
+
+
+def debezium_event(op: str, lsn: int, before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+    """One Debezium change event of the products table (``op`` c, r, u or d at position ``lsn``)."""
+    payload = {"before": before, "after": after, "source": {"lsn": lsn}, "op": op, "ts_ms": 1_700_000_000_000 + lsn}
+    return json.dumps({"schema": _ENVELOPE, "payload": payload})
+
+
+_MUG, _CUP = {"id": 1, "name": "mug", "price": 9.5}, {"id": 2, "name": "cup", "price": 4.0}
+PRODUCTS_CDC = [
+    ("1", debezium_event("r", 100, None, _MUG)),  # snapshot read
+    ("2", debezium_event("c", 101, None, _CUP)),
+    ("1", debezium_event("u", 103, _MUG, {**_MUG, "price": 8.5})),  # the newest change of product 1 ...
+    ("1", debezium_event("u", 102, _MUG, {**_MUG, "price": 12.0})),  # ... and an older one arriving late
+    ("2", debezium_event("d", 104, _CUP, None)),  # deleted at the source
+    ("2", None),  # Debezium's tombstone after a delete: ignored
+]
+
 
 def _produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]]) -> int:
     from confluent_kafka import Producer
@@ -57,7 +96,7 @@ def _produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]]) -> 
     producer = Producer({"bootstrap.servers": bootstrap})
     count = 0
     for key, value in records:
-        payload = value if isinstance(value, bytes | str) else json.dumps(value)
+        payload = value if value is None or isinstance(value, bytes | str) else json.dumps(value)
         producer.produce(topic, key=key, value=payload)
         count += 1
     producer.flush(30)
@@ -97,6 +136,7 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
             "inventory": _produce(bootstrap, "inventory", INVENTORY),
             "audit_auth": _produce(bootstrap, "audit_auth", AUDIT),
             "blobs": _produce(bootstrap, "blobs", BLOBS),
+            "products_cdc": _produce(bootstrap, "products_cdc", PRODUCTS_CDC),
         }
         say(f"sent to Kafka: {', '.join(f'{t} {n}' for t, n in sent.items())}")
 
@@ -118,6 +158,7 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
             ("sales.orders_quarantine", ["partition", "offset", "_error_stage", "_error"], "_error_stage"),
             ("web.clicks", ["partition", "offset", "value", "pt"], "value"),
             ("stock.inventory", ["sku", "warehouse", "quantity", "price"], "sku"),
+            ("stock.products", ["id", "name", "price", "_op", "_source_position"], "id"),
             ("ops.audit_log", ["topic", "key", "value", "pt"], "key"),
             ("ops.blobs", ["offset", "key", "value"], "offset"),
         ]

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from kafka_iceberg.demo import debezium_event
 from kafka_iceberg.local.readback import pyiceberg_catalog, read_topic
 from kafka_iceberg.spec.load import load_pipeline
 from kafka_iceberg.spec.model import TableSpec
@@ -139,6 +140,9 @@ SAMPLES: dict[str, Sample] = {
     "stock.inventory": Sample("inventory", lambda tok, n: [("s1", f"SKU-{tok},wh-{tok},12,3.50")]),
     "ops.audit_log": Sample("audit_harness", lambda tok, n: [("alice", f"login {tok}")]),
     "ops.blobs": Sample("blobs", lambda tok, n: [(None, bytes([0, 255]) + tok.encode())]),
+    "stock.products": Sample("products_cdc", lambda tok, n: [
+        (str(n), debezium_event("c", n, None, {"id": n, "name": f"mug {tok}", "price": 9.5})),
+    ]),
     "web.page_views": Sample("page_views", lambda tok, n: [("v1", {"page": f"/home/{tok}"})]),
 }  # fmt: skip
 

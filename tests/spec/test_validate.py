@@ -70,7 +70,7 @@ def test_shipped_project_is_valid_and_validate_starts_no_jvm():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "valid: 2 pipeline file(s), 6 table(s)" in result.stdout  # shop.yml, live.yml
+    assert "valid: 2 pipeline file(s), 7 table(s)" in result.stdout  # shop.yml, live.yml
     assert "11 bundle file(s)" in result.stdout
 
 
