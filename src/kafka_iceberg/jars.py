@@ -268,11 +268,11 @@ def resolve_distribution(name: str = REGISTRY, root: Path | None = None) -> Path
 
 def resolve_all(root: Path | None = None) -> dict[str, tuple[Path, ...]]:
     """Every classpath and distribution of the lock file, fetched and verified (``make jars``)."""
+    root = root or cache_dir() / "maven"
     resolved = {name: resolve_classpath(name, root) for name in CLASSPATHS}
-    for name in load_lock().distributions:
+    for name, art in load_lock().distributions.items():
         resolve_distribution(name, root)
-        art = load_lock().distributions[name]
-        resolved[name] = ((root or cache_dir() / "maven") / art.path,)
+        resolved[name] = (root / art.path,)
     return resolved
 
 
