@@ -96,6 +96,7 @@ CLUSTER_VARS = {
     "KAFKA_ICEBERG_CHECKPOINT_ROOT": "s3://b/c",
     "AWS_REGION": "us-east-1",
     "S3TABLES_BUCKET_ARN": "arn:aws:s3tables:us-east-1:1:bucket/b",
+    "SCHEMA_REGISTRY_URL": "https://registry.example.com",
 }
 
 
@@ -150,7 +151,14 @@ def test_a_run_needs_the_references_of_what_it_uses_only():
     assert not any(p.startswith(("catalogs.oss", "catalogs.polaris", "catalogs.glue")) for p in used)
     assert {"catalogs.oss.region", "catalogs.polaris.client_secret", "catalogs.glue.warehouse"} <= unused
     assert missing_env_vars(env, CLUSTER_VARS, {"lake"}) == []
-    assert {p.key_path for p in missing_env_vars(env, CLUSTER_VARS, {"lake"}, used=False)} == {
+    # The schema registry only when the run reads registry formats (ingest-avro, not ingest-json).
+    no_registry = {k: v for k, v in CLUSTER_VARS.items() if k != "SCHEMA_REGISTRY_URL"}
+    (registry,) = missing_env_vars(env, no_registry, {"lake"})
+    assert (registry.key_path, registry.value) == ("schema_registry.url", "${env:SCHEMA_REGISTRY_URL}")
+    assert missing_env_vars(env, no_registry, {"lake"}, registry=False) == []
+    assert "schema_registry.url" not in {path for path, _ref in references(env, {"lake"}, registry=False)}
+    assert {p.key_path for p in missing_env_vars(env, no_registry, {"lake"}, used=False, registry=False)} == {
+        "schema_registry.url",
         "catalogs.oss.region",
         "catalogs.oss.table_bucket_arn",
         "catalogs.polaris.uri",

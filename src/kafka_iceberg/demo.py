@@ -1,14 +1,16 @@
 """``kafka-iceberg demo`` (``make demo``): the shop pipeline on the embedded local stack.
 
 Starts a fresh stack owned by this process, sends sample messages of every format to Kafka (with a
-few bad ones, and a Debezium change stream), runs ``pipelines/shop.yml`` exactly as
-``kafka-iceberg run`` does, then reads the results back through paths independent of Spark —
-pyiceberg for the tables, a Kafka consumer for the error topic — prints them, runs ``verify`` on
+few bad ones, a Debezium change stream, and Avro of two schema versions through the registry),
+runs ``pipelines/shop.yml`` exactly as ``kafka-iceberg run`` does, then reads the results back
+through paths independent of Spark — pyiceberg for the tables, a Kafka consumer for the error
+topics — prints them, runs ``verify`` on
 the pipeline, and stops the stack.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import logging
@@ -17,6 +19,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,54 @@ CLICKS = [
 INVENTORY = [("s1", "SKU-1,berlin,12,3.50"), ("s2", "SKU-2,berlin,3,4.20"), ("s3", "SKU-1,paris,7,3.60")]
 AUDIT = [("alice", "login ok"), ("bob", "password changed")]
 BLOBS = [(None, bytes([0, 1, 2, 253, 254, 255]))]
+
+# Payments in Avro through the schema registry: two versions of the producer's schema, the second
+# adding an optional field (the table gains a column), and one message that is not Avro at all.
+_MONEY = {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}
+PAYMENT_V1 = {
+    "type": "record",
+    "name": "Payment",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "order_id", "type": "long"},
+        {"name": "amount", "type": _MONEY},
+        {"name": "method", "type": {"type": "enum", "name": "Method", "symbols": ["CARD", "CASH"]}},
+        {"name": "paid_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+PAYMENT_V2 = {
+    **PAYMENT_V1,
+    "fields": [*PAYMENT_V1["fields"], {"name": "coupon", "type": ["null", "string"], "default": None}],
+}
+_PAID = dt.datetime(2024, 5, 1, 9, 30, tzinfo=dt.timezone.utc)
+PAYMENTS: list[tuple[dict[str, Any], dict[str, Any] | bytes]] = [
+    (PAYMENT_V1, {"id": 1, "order_id": 1, "amount": Decimal("3.20"), "method": "CARD", "paid_at": _PAID}),
+    (PAYMENT_V1, {"id": 2, "order_id": 2, "amount": Decimal("4.10"), "method": "CASH", "paid_at": _PAID}),
+    (
+        PAYMENT_V2,
+        {"id": 3, "order_id": 3, "amount": Decimal("3.90"), "method": "CARD", "paid_at": _PAID, "coupon": "SPRING"},
+    ),
+    (PAYMENT_V2, b'{"id": 4}'),  # not the Confluent wire format: to payments_errors with its reason
+]
+
+
+def avro_payments(registry_url: str, topic: str = "payments") -> list[tuple[str, bytes]]:
+    """``PAYMENTS`` serialized as producers do: confluent-kafka's AvroSerializer, registering each version."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = SchemaRegistryClient({"url": registry_url})
+    context = SerializationContext(topic, MessageField.VALUE)
+    out = []
+    for schema, record in PAYMENTS:
+        key = str(record["id"]) if isinstance(record, dict) else "4"
+        value = record if isinstance(record, bytes) else AvroSerializer(client, json.dumps(schema))(record, context)
+        assert value is not None
+        out.append((key, value))
+    return out
+
 
 # A products table's change stream, as Debezium's JsonConverter (schemas.enable) writes it.
 _PRODUCT = {
@@ -127,7 +178,8 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
     started = time.monotonic()
     state = stack.up(owned=True)
     say(f"local stack up in {time.monotonic() - started:.1f}s: Kafka {state.kafka_bootstrap}, "
-        f"S3 {state.s3_endpoint}, Iceberg REST catalog {state.catalog_uri}")  # fmt: skip
+        f"S3 {state.s3_endpoint}, Iceberg REST catalog {state.catalog_uri}, "
+        f"schema registry {state.registry_url}")  # fmt: skip
     try:
         bootstrap = state.kafka_bootstrap
         sent = {
@@ -137,6 +189,7 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
             "audit_auth": _produce(bootstrap, "audit_auth", AUDIT),
             "blobs": _produce(bootstrap, "blobs", BLOBS),
             "products_cdc": _produce(bootstrap, "products_cdc", PRODUCTS_CDC),
+            "payments": _produce(bootstrap, "payments", avro_payments(state.registry_url)),
         }
         say(f"sent to Kafka: {', '.join(f'{t} {n}' for t, n in sent.items())}")
 
@@ -159,6 +212,7 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
             ("web.clicks", ["partition", "offset", "value", "pt"], "value"),
             ("stock.inventory", ["sku", "warehouse", "quantity", "price"], "sku"),
             ("stock.products", ["id", "name", "price", "_op", "_source_position"], "id"),
+            ("sales.payments", ["id", "order_id", "amount", "method", "paid_at", "coupon"], "id"),
             ("ops.audit_log", ["topic", "key", "value", "pt"], "key"),
             ("ops.blobs", ["offset", "key", "value"], "offset"),
         ]
@@ -168,13 +222,14 @@ def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: P
             rows.sort(key=functools.partial(_sort_key, order))
             counts[identifier] = len(rows)
             _show(say, f"{identifier}  (pyiceberg, {table.metadata.location})", rows, columns)
-        # The error topic is written in transactions: read to the end by position, read_committed.
-        errors = list(read_records({"bootstrap.servers": bootstrap}, "orders_errors", timeout=60))
-        say(f"\norders_errors ({len(errors)} records, read with a Kafka consumer)")
-        for record in errors:
-            reason = dict(record.headers() or []).get("kafka_iceberg.errors.reason") or b""
-            say(f"  key={record.key()!r} value={record.value()!r} reason={reason.decode()}")
-        counts["orders_errors"] = len(errors)
+        # The error topics are written in transactions: read to the end by position, read_committed.
+        for topic in ("orders_errors", "payments_errors"):
+            errors = list(read_records({"bootstrap.servers": bootstrap}, topic, timeout=60))
+            say(f"\n{topic} ({len(errors)} records, read with a Kafka consumer)")
+            for record in errors:
+                reason = dict(record.headers() or []).get("kafka_iceberg.errors.reason") or b""
+                say(f"  key={record.key()!r} value={record.value()!r} reason={reason.decode()}")
+            counts[topic] = len(errors)
         results = verify_pipeline(prepared)
         say(f"\nkafka-iceberg verify: every committed offset in exactly one place\n{render_text(results)}")
         counts["verify_failed"] = sum(1 for r in results if not r.ok)

@@ -7,8 +7,9 @@ their own; ``dev``, ``staging`` and ``prod`` point at the workspace through ``${
 ``${secret:...}`` references.
 
 A run needs only the references of what it uses: its Kafka settings, checkpoints, metrics,
-Spark settings and the catalogs its tables (and the event log) write to. References of the
-other catalogs are still shape-checked, and reported by ``validate`` as warnings.
+Spark settings, the catalogs its tables (and the event log) write to, and the schema registry
+when it reads registry formats. References of the rest are still shape-checked, and reported by
+``validate`` as warnings.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kafka_iceberg.config import Frozen, key_path, parse_model, read_yaml
 from kafka_iceberg.errors import ConfigError, Problem
 from kafka_iceberg.locate import environment_dirs
 from kafka_iceberg.refs import Ref, Resolver, find_refs, iter_strings, ref_problem
+from kafka_iceberg.spec.model import SchemaRegistry
 
 DEFAULT_ENV = "local"
 # The embedded stack's environment, packaged: `--env local` works without environments/local.yml.
@@ -99,6 +101,9 @@ class Environment(Frozen):
     metrics_dir: str | None = None
     spark_conf: dict[str, str] = Field(default_factory=dict)
     outage_retry: OutageRetry = Field(default_factory=OutageRetry)
+    # The registry of every avro/protobuf/json_schema table without its own source.schema_registry:
+    # like Kafka's address it differs per deployment, not per table.
+    schema_registry: SchemaRegistry | None = None
     source_file: str = Field("", exclude=True)
 
     def catalog_names(self) -> list[str]:
@@ -191,29 +196,38 @@ def used_catalogs(env: Environment, table_catalogs: Collection[str]) -> set[str]
 
 
 def references(
-    env: Environment, catalogs: Collection[str] | None = None, *, used: bool = True
+    env: Environment, catalogs: Collection[str] | None = None, *, used: bool = True, registry: bool = True
 ) -> list[tuple[str, Ref]]:
     """``(key path, reference)`` of every reference a run writing to ``catalogs`` needs.
 
-    Everything outside ``catalogs:`` is needed by every run (Kafka, checkpoints, metrics, Spark
-    settings); a catalog profile only by runs that write to it. ``catalogs=None`` counts every
-    catalog as used; ``used=False`` returns the references the run does not need instead.
+    Kafka, checkpoints, metrics and Spark settings are needed by every run; a catalog profile only
+    by runs that write to it (``catalogs=None``: all of them), ``schema_registry`` only by runs
+    whose tables read it (``registry``). ``used=False`` returns the references the run does not
+    need instead.
     """
     out: list[tuple[str, Ref]] = []
     for loc, raw in iter_strings(env.model_dump(mode="json")):
-        needed = catalogs is None or loc[0] != "catalogs" or (len(loc) > 1 and loc[1] in catalogs)
+        if loc[0] == "catalogs":
+            needed = catalogs is None or (len(loc) > 1 and loc[1] in catalogs)
+        else:
+            needed = registry or loc[0] != "schema_registry"
         if needed == used:
             out.extend((key_path(loc), ref) for ref in find_refs(raw))
     return out
 
 
 def missing_env_vars(
-    env: Environment, environ: Mapping[str, str], catalogs: Collection[str] | None = None, *, used: bool = True
+    env: Environment,
+    environ: Mapping[str, str],
+    catalogs: Collection[str] | None = None,
+    *,
+    used: bool = True,
+    registry: bool = True,
 ) -> list[Problem]:
     """``${env:VAR}`` references whose variable is unset, among those :func:`references` selects."""
     return [
         Problem(env.source_file, path, ref.text, f"environment variable {ref.name} to be set", "UNSET_ENV_VAR")
-        for path, ref in references(env, catalogs, used=used)
+        for path, ref in references(env, catalogs, used=used, registry=registry)
         if ref.kind == "env" and ref.name not in environ
     ]
 

@@ -89,6 +89,35 @@ def run_catalogs(
     return used_catalogs(env, {n for n in names if n})
 
 
+def registry_problems(pipeline: Pipeline, env: Environment) -> list[Problem]:
+    """Registry-format tables with no schema registry: neither their own nor ``env``'s."""
+    if env.schema_registry is not None:
+        return []
+    return [
+        Problem(
+            pipeline.source_file,
+            f"tables[{i}].source.schema_registry",
+            None,
+            f"a schema registry for format {table.source.format}: the table's source.schema_registry, or "
+            f"schema_registry (url, auth, subject_strategy) in {env.source_file}"
+            + (", or source.avro.schema_file for plain Avro" if table.source.format == "avro" else ""),
+            "MISSING_KEY",
+        )
+        for i, table in enumerate(pipeline.tables)
+        if table.source.uses_registry and table.source.schema_registry is None
+    ]
+
+
+def reads_env_registry(pipelines: list[Pipeline], formats: set[str] | None = None) -> bool:
+    """Whether a run of the ``formats`` tables of ``pipelines`` reads the environment's schema registry."""
+    return any(
+        table.source.uses_registry and table.source.schema_registry is None
+        for pipeline in pipelines
+        for table in pipeline.tables
+        if formats is None or table.source.format in formats
+    )
+
+
 @dataclass
 class Report:
     """What ``validate`` checked.
@@ -159,10 +188,12 @@ def validate_project(
         report.environments.append(env)
         for pipeline in report.pipelines:
             report.problems.extend(catalog_problems(pipeline, env, catalog))
+            report.problems.extend(registry_problems(pipeline, env))
         if name == env_name:
             used = run_catalogs(report.pipelines, env, catalog, formats)
-            report.problems.extend(missing_env_vars(env, environ, used))
-            report.warnings.extend(_unused(missing_env_vars(env, environ, used, used=False)))
+            registry = reads_env_registry(report.pipelines, formats)
+            report.problems.extend(missing_env_vars(env, environ, used, registry=registry))
+            report.warnings.extend(_unused(missing_env_vars(env, environ, used, used=False, registry=registry)))
     root = project_root(anchor)
     if check_bundle and root is not None and (root / BUNDLE_FILE).is_file():
         report.bundle_files, bundle_problems = check_bundle_files(root)
@@ -171,10 +202,16 @@ def validate_project(
 
 
 def _unused(problems: list[Problem]) -> list[Problem]:
-    """Unset variables of catalogs no checked table writes to, as warnings naming the catalog."""
-    # Only catalog profiles can be unused, so every key path is catalogs.<name>....
+    """Unset variables that no checked table needs, as warnings naming what does need them."""
+    # Only catalog profiles and the schema registry can be unused: catalogs.<name>.… or schema_registry.….
     return [
-        dataclasses.replace(p, hint=f"catalog {p.key_path.split('.')[1]} is not used by these tables") for p in problems
+        dataclasses.replace(
+            p,
+            hint="no table of this run reads a schema registry"
+            if p.key_path.startswith("schema_registry")
+            else f"catalog {p.key_path.split('.')[1]} is not used by these tables",
+        )
+        for p in problems
     ]
 
 

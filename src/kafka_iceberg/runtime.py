@@ -96,7 +96,7 @@ def prepare(
             if formats is None or spec.source.format in formats:
                 name = catalog or effective_catalog(spec, pipeline, env)
                 assert name is not None  # validate_project reported it otherwise
-                jobs.append(TableJob(pipeline, spec, name, base_dir))
+                jobs.append(TableJob(pipeline, with_registry(spec, env), name, base_dir))
     if not jobs:
         wanted = ", ".join(sorted(formats)) if formats else "any"
         raise ConfigError.one(str(pipeline_path), "tables", [], f"at least one table of format {wanted}", "NO_TABLES")
@@ -107,6 +107,14 @@ def prepare(
     return prepared
 
 
+def with_registry(spec: TableSpec, env: Environment) -> TableSpec:
+    """``spec`` reading the environment's schema registry when it is a registry format without its own."""
+    if not spec.source.uses_registry or spec.source.schema_registry is not None:
+        return spec
+    assert env.schema_registry is not None  # validate_project reported it otherwise
+    return spec.model_copy(update={"source": spec.source.model_copy(update={"schema_registry": env.schema_registry})})
+
+
 def unresolved_references(prepared: Prepared) -> list[Problem]:
     """Resolve every reference the run uses (variables, secrets, the local stack); one problem per failure.
 
@@ -115,7 +123,10 @@ def unresolved_references(prepared: Prepared) -> list[Problem]:
     """
     env = prepared.env
     problems = []
-    for path, ref in references(env, set(prepared.rendered)):
+    registry = env.schema_registry is not None and any(
+        j.spec.source.schema_registry is env.schema_registry for j in prepared.jobs
+    )
+    for path, ref in references(env, set(prepared.rendered), registry=registry):
         try:
             prepared.resolver.value(ref.text)
         except KafkaIcebergError as exc:  # an unset variable, an unreadable secret, no local stack
@@ -418,10 +429,15 @@ def _run_once(
         )
         for job in prepared.jobs
     ]
-    if prepared.env.kafka.reader == "direct":
-        _run_direct(prepared, spark, processors, stop)
-    else:
-        _run_streaming(prepared, spark, processors, stop, observers.metrics)
+    try:
+        if prepared.env.kafka.reader == "direct":
+            _run_direct(prepared, spark, processors, stop)
+        else:
+            _run_streaming(prepared, spark, processors, stop, observers.metrics)
+    finally:
+        for processor in processors:
+            if processor.publisher is not None:
+                processor.publisher.close()
 
 
 def _run_direct(

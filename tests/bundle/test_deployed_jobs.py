@@ -16,18 +16,20 @@ docs/deploy.md#deployed-job-harness says what still differs from a cluster.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kafka_iceberg.demo import debezium_event
+from kafka_iceberg.demo import PAYMENT_V2, debezium_event
 from kafka_iceberg.local.readback import pyiceberg_catalog, read_topic
 from kafka_iceberg.spec.load import load_pipeline
 from kafka_iceberg.spec.model import TableSpec
@@ -127,6 +129,22 @@ class Sample:
 
     topic: str
     records: Callable[[str, int], list[tuple[Any, Any]]]  # (token, a unique positive id) -> (key, value)
+    avro: dict[str, Any] | None = None  # dict values are sent as producers do: AvroSerializer, this schema
+
+
+def _serialize(sample: Sample, value: Any, registry_url: str) -> bytes | str:
+    if isinstance(value, bytes | str):
+        return value  # sent as is (a bad record where the table routes them)
+    if sample.avro is None:
+        return json.dumps(value)
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(sample.avro))
+    data = serializer(value, SerializationContext(sample.topic, MessageField.VALUE))
+    assert data is not None
+    return data
 
 
 # One entry per table of the local target's pipelines; a table without one fails the test below.
@@ -144,6 +162,11 @@ SAMPLES: dict[str, Sample] = {
         (str(n), debezium_event("c", n, None, {"id": n, "name": f"mug {tok}", "price": 9.5})),
     ]),
     "web.page_views": Sample("page_views", lambda tok, n: [("v1", {"page": f"/home/{tok}"})]),
+    "sales.payments": Sample("payments", lambda tok, n: [
+        (str(n), {"id": n, "order_id": n, "amount": Decimal("1.50"), "method": "CARD",
+                  "paid_at": dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc), "coupon": tok}),
+        (str(n + 1), f"not avro {tok}"),  # no Confluent wire format: error topic
+    ], avro=PAYMENT_V2),
 }  # fmt: skip
 
 
@@ -180,9 +203,8 @@ def local_runs(stack, cluster_venv, tmp_path_factory) -> LocalRuns:
     for table in {t.identifier: t for task in tasks for t in _tables(task)}:
         if table in SAMPLES:
             sample = SAMPLES[table]
-            records = [
-                (k, v if isinstance(v, bytes | str) else json.dumps(v)) for k, v in sample.records(token, first_id)
-            ]
+            registry = status["schema_registry"]["url"]
+            records = [(k, _serialize(sample, v, registry)) for k, v in sample.records(token, first_id)]
             produce(status["kafka"]["bootstrap"], sample.topic, records)
     results, seconds = {}, {}
     for task in tasks:  # sequentially: two clusters do not share this machine's two cores well

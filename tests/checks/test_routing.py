@@ -125,6 +125,21 @@ def test_republishing_after_a_crash_does_not_duplicate(stack, errors):
 
 
 @pytest.mark.integration
+def test_closing_the_publisher_between_batches_loses_nothing_and_it_opens_again(stack, errors):
+    topic = f"errors_{uuid.uuid4().hex[:8]}"
+    publisher = _publisher(stack, topic)
+    publisher.recover(since={})
+    assert publisher.publish(errors.toLocalIterator())[0] == 2
+    publisher.close()  # the end of a run: the producer stops talking to the broker
+    assert publisher._producer is None
+    publisher.close()  # closing twice is harmless
+    # The next run's publisher (or this one, reopened) fences, scans and sends nothing twice.
+    assert publisher.recover(since={}) == 2
+    assert publisher.publish(errors.toLocalIterator())[0] == 0
+    assert len(consume_all(stack.kafka_bootstrap, topic)) == 2
+
+
+@pytest.mark.integration
 def test_a_crashed_runs_open_transaction_is_fenced_and_its_records_sent_again(stack, errors):
     """A run killed in the middle of a publish leaves an open transaction whose requests may still
     be in flight. The restart's recovery fences that producer first: its records are aborted (no

@@ -27,8 +27,12 @@ def test_demo_runs_the_shop_pipeline_and_prints_what_landed(tmp_path):
     # The Debezium stream leaves the source's final state: product 1 at its newest price, 2 deleted.
     products = out.split("stock.products  (pyiceberg")[1].split("\n\n")[0]
     assert "(1 rows)" in products and "mug" in products and "8.5" in products and "cup" not in products
+    # Avro of two schema versions through the registry: the second's optional field became a column.
+    payments = out.split("sales.payments  (pyiceberg")[1].split("\n\n")[0]
+    assert "(3 rows)" in payments and "coupon" in payments and "SPRING" in payments and "CASH" in payments
+    assert "payments_errors (1 records, read with a Kafka consumer)" in out and "wrong magic byte" in out
     verified = out.split("kafka-iceberg verify")[1]
-    assert "FAILED" not in verified and verified.count("  ok") == 6, verified
+    assert "FAILED" not in verified and verified.count("  ok") == 7, verified
     assert "sales.orders  [per-batch" in verified  # upsert: reconciled per batch, and it says so
     assert "web.clicks  [per-offset; table; dropped on purpose 1]" in verified  # skip_error's drop
     assert "local stack stopped" in out

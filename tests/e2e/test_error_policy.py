@@ -68,11 +68,17 @@ def test_skip_without_target_drops_and_counts(tmp_path, lake, source):
 
 
 @pytest.mark.parametrize("skip_error", ["false", "true"])
-def test_error_topic_keeps_good_records_flowing(tmp_path, lake, stack, source, skip_error):
+def test_error_topic_keeps_good_records_flowing(tmp_path, lake, stack, source, skip_error, monkeypatch):
+    from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
+
+    closed = []
+    close = ErrorTopicPublisher.close
+    monkeypatch.setattr(ErrorTopicPublisher, "close", lambda self: closed.append(self.topic) or close(self))
     ns, topic = source
     errors_topic = unique("errors")
     errors = f"    errors: {{skip_error: {skip_error}, error_topic: {errors_topic}}}\n"
     ran = run_pipeline(tmp_path, pipeline(ns, topic, errors=errors))
+    assert closed == [errors_topic]  # the run shut its producer down: no reconnecting after the broker is gone
     assert table_rows(lake, ns) == [1, 3, 5]
     bad = consume_all(stack.kafka_bootstrap, errors_topic)
     assert sorted(m.value for m in bad) == sorted([GOOD_BAD_GOOD[1][1].encode(), GOOD_BAD_GOOD[3][1].encode()])

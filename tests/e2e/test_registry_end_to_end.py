@@ -124,9 +124,9 @@ tables:
     namespace: {ns}
     source: {{topics: [{orders}], format: protobuf, schema_registry: {registry}}}
     partition_window: none
-  - name: clicks
+  - name: clicks                      # no registry of its own: the environment's (local.yml)
     namespace: {ns}
-    source: {{topics: [{clicks}], format: json_schema, schema_registry: {registry}}}
+    source: {{topics: [{clicks}], format: json_schema}}
     partition_window: none
 """,
     )

@@ -70,8 +70,8 @@ def test_shipped_project_is_valid_and_validate_starts_no_jvm():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "valid: 2 pipeline file(s), 7 table(s)" in result.stdout  # shop.yml, live.yml
-    assert "11 bundle file(s)" in result.stdout
+    assert "valid: 2 pipeline file(s), 8 table(s)" in result.stdout  # shop.yml, live.yml
+    assert "12 bundle file(s)" in result.stdout
 
 
 def test_every_example_pipeline_validates():
@@ -164,3 +164,59 @@ def test_an_unknown_environment_exits_2_listing_what_was_searched(tmp_path, monk
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert str(REPO / "environments" / "qa.yml") in err and str(tmp_path / "environments" / "qa.yml") in err
+
+
+# -- the environment's schema registry (issue 22) -------------------------------------------------
+PROD_CLUSTER = {
+    "KAFKA_BOOTSTRAP_SERVERS": "k:9096",
+    "KAFKA_ICEBERG_CHECKPOINT_ROOT": "s3://b/c",
+    "AWS_REGION": "us-east-1",
+    "S3TABLES_BUCKET_ARN": "arn:aws:s3tables:us-east-1:1:bucket/b",
+}
+
+
+def test_only_runs_of_registry_formats_need_the_registry_url():
+    shop = REPO / "pipelines" / "shop.yml"
+    json_run = validate_project(shop, env_name="prod", environ=PROD_CLUSTER, formats={"json"}, check_bundle=False)
+    assert json_run.problems == []
+    (warning,) = [w for w in json_run.warnings if w.key_path == "schema_registry.url"]
+    assert warning.hint == "no table of this run reads a schema registry"
+    avro_run = validate_project(shop, env_name="prod", environ=PROD_CLUSTER, formats={"avro"}, check_bundle=False)
+    (problem,) = avro_run.problems
+    assert (problem.code, problem.key_path) == ("UNSET_ENV_VAR", "schema_registry.url")
+    assert "SCHEMA_REGISTRY_URL" in problem.expected
+    environ = {**PROD_CLUSTER, "SCHEMA_REGISTRY_URL": "https://registry.example.com"}
+    assert validate_project(shop, env_name="prod", environ=environ, formats={"avro"}, check_bundle=False).problems == []
+
+
+AVRO_TABLE = """
+pipeline: p
+catalog: lake
+tables:
+  - name: t
+    namespace: n
+    source: {{topics: [t], format: avro{own}}}
+"""
+
+
+def test_a_registry_format_without_any_registry_names_both_places_to_set_one(tmp_path, monkeypatch):
+    from kafka_iceberg.cli.main import main
+    from tests.support.project import project
+
+    bare = (REPO / "environments" / "local.yml").read_text().split("schema_registry:")[
+        0
+    ] + "event_log: {enabled: false}\n"
+    path = project(tmp_path, AVRO_TABLE.format(own=""), extra_env={"bare": bare})
+    monkeypatch.chdir(tmp_path)
+    report = validate_project(path, env_name="local", check_bundle=False)
+    (problem,) = report.problems
+    assert (problem.code, problem.file, problem.key_path) == (
+        "MISSING_KEY",
+        str(path),
+        "tables[0].source.schema_registry",
+    )
+    assert str(tmp_path / "environments" / "bare.yml") in problem.expected
+    assert "source.avro.schema_file" in problem.expected
+    assert main(["validate", "--pipeline", str(path)]) == 2
+    path.write_text(AVRO_TABLE.format(own=', schema_registry: {url: "http://registry:8081"}'))
+    assert validate_project(path, env_name="bare", check_bundle=False).problems == []

@@ -184,6 +184,16 @@ class ErrorTopicPublisher:
             log.warning("error topic %s: transaction not aborted (%s); fencing it on the next batch", self.topic, exc)
             self._producer = None
 
+    def close(self) -> None:
+        """Shut the producer down at the end of a run, so it stops reconnecting to a broker that is gone.
+
+        Between batches no transaction is open and nothing is in flight: closing loses nothing, and
+        a later :meth:`publish` (or :meth:`recover`) opens and fences a new producer.
+        """
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.close()
+
     def end_offsets(self) -> dict[int, int]:
         """High watermark of every partition of the error topic."""
         return end_offsets(self.consumer_config, self.topic)

@@ -169,11 +169,7 @@ def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | No
             "strict",
             "add_columns or full, or a declared schema (strict needs columns to compare against)",
         )
-    if fmt in SCHEMA_FORMATS and src.schema_registry is None and src.avro is None:
-        expected = "url, auth, subject_strategy" + (
-            " (or source.avro.schema_file for plain Avro)" if fmt == "avro" else ""
-        )
-        add("source.schema_registry", None, f"a schema registry for format {fmt}: {expected}", "MISSING_KEY")
+    # A registry format without source.schema_registry reads the environment's (project.registry_problems).
     if fmt not in SCHEMA_FORMATS and src.schema_registry is not None:
         add("source.schema_registry", "schema_registry", f"format avro, protobuf or json_schema (format is {fmt})")
     if src.avro is not None and fmt != "avro":
