@@ -9,6 +9,7 @@ rarely land. Points, in the order a batch reaches them:
 - ``publish``: in the middle of the error-topic publish (records sent, transaction not committed);
 - ``published``: the error-topic transaction committed, the quarantine and table commits not made;
 - ``quarantined``: the quarantine table committed, the table not;
+- ``written``: the Arrow writer's data files of the batch written, the table not committed;
 - ``committed``: the table committed, the batch not yet acknowledged to its source (Spark's
   commit log, the direct reader's consumer group).
 
@@ -26,7 +27,7 @@ import signal
 log = logging.getLogger(__name__)
 
 ENV = "KAFKA_ICEBERG_FAULT"
-POINTS = ("publish", "published", "quarantined", "committed")
+POINTS = ("publish", "published", "quarantined", "written", "committed")
 
 
 @functools.cache

@@ -172,6 +172,7 @@ def plan(prepared: Prepared, spark: SparkSession) -> list[dict[str, Any]]:
                 "format": job.spec.source.format,
                 "mode": job.spec.source.effective_mode,
                 "commit_mode": job.spec.commit_mode,
+                "writer": writer.engine,
                 "schema_evolution": job.spec.schema_evolution,
                 "inferred_columns": payload_columns(job.spec, job.base_dir) is None,
                 "changes": table_plan.describe(),

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 TOKEN = "dapi-fake-smoke-token-0123456789"
 STAGING_ROOT = "/Workspace/Users/5f3c2a9e-1d47-4b8a-9c61-0e2f4a7b8c90/.bundle/kafka_iceberg/staging"
 TASK_RUN_OFFSET = 100_000
-FORMATS = ["binary", "csv", "flatten", "json", "text"]
+FORMATS = ["avro", "binary", "csv", "flatten", "json", "text"]
 
 
 @dataclass
@@ -150,7 +150,7 @@ def bundle_job(
 
 
 def staging_jobs() -> list[dict[str, Any]]:
-    """The five staging ingest jobs (ids 11..15), a prod copy, a hand-made copy and the maintenance job."""
+    """The six staging ingest jobs (ids 11..16), a prod copy, a hand-made copy and the maintenance job."""
     jobs = [bundle_job(11 + i, f"kafka_iceberg_ingest_{fmt}_lake") for i, fmt in enumerate(FORMATS)]
     prod_root = STAGING_ROOT.replace("5f3c2a9e-1d47-4b8a-9c61-0e2f4a7b8c90", "a7d91e04-6b3c-4f25-8e1a-2c9b0d5f6e31")
     jobs.append(bundle_job(90, "kafka_iceberg_ingest_json_lake", root=prod_root.removesuffix("staging") + "prod"))

@@ -23,7 +23,8 @@ def test_load_target_reads_ingest_jobs_and_root_path():
     assert target.root_path == STAGING
     assert target.host == "https://dbc-staging.cloud.databricks.com"
     assert target.jobs == {
-        f"ingest_{f}_lake": f"kafka_iceberg_ingest_{f}_lake" for f in ["binary", "csv", "flatten", "json", "text"]
+        f"ingest_{f}_lake": f"kafka_iceberg_ingest_{f}_lake"
+        for f in ["avro", "binary", "csv", "flatten", "json", "text"]
     }
     assert load_target(REPO, "dev").root_path is None
 

@@ -9,7 +9,7 @@ import pytest
 from kafka_iceberg.cli.main import main
 from tests.workspace.standin import FORMATS, STAGING_ROOT, TOKEN, Workspace, summary_logs
 
-STAGING_IDS = [11, 12, 13, 14, 15]
+STAGING_IDS = [11, 12, 13, 14, 15, 16]
 FAST = ["--poll", "0.01", "--timeout", "10"]
 DONE = {"state": {"life_cycle_state": "TERMINATED", "result_state": "SUCCESS"}, "run_duration": 93_000}
 
@@ -41,8 +41,10 @@ def test_smoke_triggers_each_staging_ingest_job_once_with_available_now(workspac
         ]  # fmt: skip
     assert all(r.authorization == f"Bearer {TOKEN}" for r in workspace.api_calls())
     outputs = workspace.calls("GET", "/api/2.2/jobs/runs/get-output")
-    assert sorted(int(r.query["run_id"]) for r in outputs) == [100_000 + run for run in range(1001, 1006)]
-    for fmt, run_id in zip(FORMATS, range(1001, 1006), strict=True):
+    assert sorted(int(r.query["run_id"]) for r in outputs) == [
+        100_000 + run for run in range(1001, 1001 + len(FORMATS))
+    ]
+    for fmt, run_id in zip(FORMATS, range(1001, 1001 + len(FORMATS)), strict=True):
         line = next(line for line in out.splitlines() if line.startswith(f"kafka_iceberg_ingest_{fmt}_lake "))
         assert line.split()[1:5] == ["SUCCESS", "93s", "5", "1"]
         assert line.endswith(f"/runs/{run_id}")
@@ -52,7 +54,7 @@ def test_smoke_triggers_each_staging_ingest_job_once_with_available_now(workspac
 
 def test_smoke_waits_through_pending_and_running(workspace, capsys):
     _all_write(workspace)
-    workspace.scripts[12] = [
+    workspace.scripts[13] = [
         {"state": {"life_cycle_state": "PENDING"}},
         {"state": {"life_cycle_state": "RUNNING"}},
         {"state": {"life_cycle_state": "RUNNING"}},
@@ -63,16 +65,16 @@ def test_smoke_waits_through_pending_and_running(workspace, capsys):
 
     assert code == 0, out + err
     gets = [int(r.query["run_id"]) for r in workspace.calls("GET", "/api/2.2/jobs/runs/get")]
-    assert gets.count(1002) == 4
-    assert gets.count(1001) == 1  # a finished run is not asked again
+    assert gets.count(1003) == 4
+    assert gets.count(1002) == 1  # a finished run is not asked again
 
 
 def test_smoke_fails_when_a_job_fails(workspace, capsys):
     _all_write(workspace)
-    workspace.scripts[13] = [
+    workspace.scripts[14] = [
         {"state": {"life_cycle_state": "TERMINATED", "result_state": "FAILED", "state_message": "Task ingest failed"}}
     ]
-    workspace.errors[13] = "RecordError: bad record at sales.orders-0@17\nTraceback..."
+    workspace.errors[14] = "RecordError: bad record at sales.orders-0@17\nTraceback..."
 
     code, out, _ = _smoke(capsys)
 
@@ -81,12 +83,12 @@ def test_smoke_fails_when_a_job_fails(workspace, capsys):
         "FAILED kafka_iceberg_ingest_flatten_lake: run ended FAILED: RecordError: bad record at sales.orders-0@17"
         in out
     )
-    assert "1 of 5 job(s) failed" in out
+    assert "1 of 6 job(s) failed" in out
 
 
 def test_smoke_fails_when_a_job_writes_nothing(workspace, capsys):
     _all_write(workspace)
-    workspace.logs[14] = summary_logs(0)
+    workspace.logs[15] = summary_logs(0)
 
     code, out, _ = _smoke(capsys)
 
@@ -96,7 +98,7 @@ def test_smoke_fails_when_a_job_writes_nothing(workspace, capsys):
 
 def test_smoke_fails_when_the_output_has_no_summary(workspace, capsys):
     _all_write(workspace)
-    workspace.logs[15] = "an ingest built before the summary line existed\n"
+    workspace.logs[16] = "an ingest built before the summary line existed\n"
 
     code, out, _ = _smoke(capsys)
 
@@ -106,21 +108,21 @@ def test_smoke_fails_when_the_output_has_no_summary(workspace, capsys):
 
 def test_smoke_timeout_cancels_the_runs_still_going(workspace, capsys):
     _all_write(workspace)
-    workspace.scripts[12] = [{"state": {"life_cycle_state": "RUNNING"}}]
+    workspace.scripts[13] = [{"state": {"life_cycle_state": "RUNNING"}}]
 
     code = main(["workspace", "smoke", "--target", "staging", "--poll", "0.01", "--timeout", "0.3"])
     out, _ = capsys.readouterr()
 
     assert code == 1
     cancels = workspace.calls("POST", "/api/2.2/jobs/runs/cancel")
-    assert [r.body["run_id"] for r in cancels] == [1002]
+    assert [r.body["run_id"] for r in cancels] == [1003]
     assert "FAILED kafka_iceberg_ingest_csv_lake: still running after 0.3s; cancelled" in out
     line = next(line for line in out.splitlines() if line.startswith("kafka_iceberg_ingest_csv_lake "))
     assert line.split()[1] == "TIMEOUT"
 
 
 def test_smoke_with_a_job_missing_triggers_nothing(workspace, capsys):
-    workspace.jobs = [j for j in workspace.jobs if j["job_id"] != 15]
+    workspace.jobs = [j for j in workspace.jobs if j["job_id"] != 16]
     _all_write(workspace)
 
     code, _, err = _smoke(capsys)
@@ -132,7 +134,7 @@ def test_smoke_with_a_job_missing_triggers_nothing(workspace, capsys):
 
 def test_smoke_json_report(workspace, capsys):
     _all_write(workspace, written=3)
-    workspace.logs[11] = summary_logs(0)
+    workspace.logs[12] = summary_logs(0)
 
     code, out, _ = _smoke(capsys, "--json")
 
@@ -140,11 +142,11 @@ def test_smoke_json_report(workspace, capsys):
     assert code == 1
     assert report["ok"] is False
     by_job = {j["job_id"]: j for j in report["jobs"]}
-    assert by_job[11]["problem"] == "wrote nothing"
-    assert by_job[12] == {
-        "job": "kafka_iceberg_ingest_csv_lake", "job_id": 12, "run_id": 1002, "state": "SUCCESS",
+    assert by_job[12]["problem"] == "wrote nothing"
+    assert by_job[13] == {
+        "job": "kafka_iceberg_ingest_csv_lake", "job_id": 13, "run_id": 1003, "state": "SUCCESS",
         "duration_s": 93.0, "records_written": 3, "records_failed": 1,
-        "url": "https://ws.example/jobs/12/runs/1002", "ok": True, "problem": None,
+        "url": "https://ws.example/jobs/13/runs/1003", "ok": True, "problem": None,
     }  # fmt: skip
 
 

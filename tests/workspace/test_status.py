@@ -16,7 +16,7 @@ def _run(run_id: int, state: dict[str, str], start: int = 1_714_557_600_000) -> 
 
 
 def _history(ws: Workspace) -> None:
-    for job_id in (11, 12, 13, 14, 15):
+    for job_id in (11, 12, 13, 14, 15, 16):
         ws.history[job_id] = [_run(job_id * 100, OK)]
     # json: the latest run found nothing new; the commit time and lag come from the run before it
     ws.history[14] = [_run(1402, OK), _run(1401, OK)]
@@ -53,7 +53,7 @@ def test_status_reports_latest_runs_commits_and_lag(workspace, capsys):
     assert jobs[15]["state"] == "RUNNING" and jobs[15]["run_id"] == 1502
     assert jobs[15]["tables"]["logs.lines"]["lag"] == 11
     lists = workspace.calls("GET", "/api/2.2/jobs/runs/list")
-    assert sorted(int(r.query["job_id"]) for r in lists) == [11, 12, 13, 14, 15]
+    assert sorted(int(r.query["job_id"]) for r in lists) == [11, 12, 13, 14, 15, 16]
     assert {r.query["limit"] for r in lists} == {"10"}
     assert workspace.calls("POST", "/api/2.2/jobs/run-now") == []  # status never triggers anything
     gets = sorted(int(r.query["run_id"]) for r in workspace.calls("GET", "/api/2.2/jobs/runs/get"))
@@ -61,7 +61,7 @@ def test_status_reports_latest_runs_commits_and_lag(workspace, capsys):
 
 
 def test_status_of_healthy_jobs_exits_0_and_prints_tables(workspace, capsys):
-    for job_id in (11, 12, 13, 14, 15):
+    for job_id in (11, 12, 13, 14, 15, 16):
         workspace.history[job_id] = [_run(job_id * 100, OK)]
         workspace.logs[job_id] = summary_logs(9, table=f"ns.t{job_id}", lag=None)
 

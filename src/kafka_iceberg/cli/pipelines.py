@@ -85,7 +85,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return EXIT_OK
     emit(f"plan for environment {prepared.env.name} (dry run: nothing read, nothing changed)\n")
     for item in tables:
-        traits = ", ".join([item["format"], f"mode {item['mode']}", item["commit_mode"], item["schema_evolution"]])
+        traits = ", ".join(
+            [
+                item["format"],
+                f"mode {item['mode']}",
+                item["commit_mode"],
+                f"{item['writer']} writer",
+                item["schema_evolution"],
+            ]
+        )
         emit(f"{item['table']}  [{traits}]")
         for line in item["changes"].splitlines():
             emit(f"  {line}")

@@ -141,6 +141,15 @@ def _duplicate_problems(tables: list[TableSpec], file: str) -> list[Problem]:
     return out
 
 
+def arrow_writer_unsupported(table: TableSpec) -> str | None:
+    """Why ``write.engine: arrow`` cannot write this table (None: it can)."""
+    if table.commit_mode != "append":
+        return f"spark or auto (the arrow writer appends; commit_mode {table.commit_mode} needs Spark's writer)"
+    if table.write.sort_order:
+        return "spark or auto (the arrow writer does not sort; write.sort_order needs Spark's writer)"
+    return None
+
+
 def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | None) -> list[Problem]:
     """Checks spanning several keys of one table spec."""
     out: list[Problem] = []
@@ -151,6 +160,8 @@ def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | No
     src, fmt = table.source, table.source.format
     if src.decoder == "arrow" and (why := arrow_unsupported(table)) is not None:
         add("source.decoder", "arrow", why)
+    if table.write.engine == "arrow" and (why := arrow_writer_unsupported(table)) is not None:
+        add("write.engine", "arrow", why)
     if src.mode == "default" and fmt not in ("text", "binary"):
         add(
             "source.mode",

@@ -204,6 +204,8 @@ class WriteSpec(Frozen):
     compression: Codec = "zstd"
     sort_order: list[str] = Field(default_factory=list)
     properties: dict[str, str] = Field(default_factory=dict)
+    # Who writes the data files: Spark's Iceberg writer, or pyarrow inside Spark tasks (append only).
+    engine: Literal["auto", "spark", "arrow"] = "auto"
 
     @field_validator("properties", mode="before")
     @classmethod

@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kafka_iceberg import faults
 from kafka_iceberg.config import IDENTIFIER, IDENTIFIER_EXPECTED
 from kafka_iceberg.errors import CommitMarkerError, ConfigError
 from kafka_iceberg.records import INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write import commit as modes
+from kafka_iceberg.write.arrow_files import WrittenFile, append_files, file_target, write_engine, write_frame
 from kafka_iceberg.write.jvm import IcebergTable, SnapshotInfo, with_commit_properties
 from kafka_iceberg.write.marker import (
     BATCH_ID_KEY,
@@ -257,15 +259,23 @@ class TableWriter:
         if plan.changes:
             self.apply(plan)
         summary = marker.summary(self.pipeline_id)
+        # The Arrow writer writes the batch's files once; every attempt appends those same files.
+        files = self._write_files(rows) if self.engine == "arrow" else None
+        if files is not None:
+            faults.reached("written")
 
         def attempt(retry: int) -> SnapshotInfo:
             if retry > 0:
                 landed = self._find(marker)  # an attempt whose commit state was unknown may have landed
                 if landed is not None:
                     return landed
-            table_schema = self._iceberg.refresh().schema()
-            with_commit_properties(self.spark, summary, lambda: self._write(rows, table_schema))
-            found = self._find(marker)
+            if files is not None:
+                append_files(self.spark, self._iceberg.refresh().java, files, summary)
+                found = self._find(marker)
+            else:
+                table_schema = self._iceberg.refresh().schema()
+                with_commit_properties(self.spark, summary, lambda: self._write(rows, table_schema))
+                found = self._find(marker)
             if found is None:
                 # The action committed nothing (a dynamic overwrite of no rows): the offsets still advance.
                 empty = self.spark.createDataFrame([], table_schema)
@@ -296,6 +306,16 @@ class TableWriter:
             retries=retries,
             latency_ms=(time.monotonic() - started) * 1000,
         )
+
+    @property
+    def engine(self) -> str:
+        """Who writes the data files: ``arrow`` (pyarrow in Spark tasks) or ``spark`` (Spark's Iceberg writer)."""
+        return write_engine(self.spec)
+
+    def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
+        table = self._iceberg.refresh()
+        data = modes.aligned(modes.drop_internal(rows), table.schema())
+        return write_frame(data, file_target(table.java))
 
     def _column(self, name: str, table_schema: StructType) -> str:
         for f in table_schema.fields:

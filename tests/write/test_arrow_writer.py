@@ -1,0 +1,137 @@
+"""The Arrow writer (``write.engine: arrow``) against Spark's writer: same records, same tables.
+
+Both tables are read back through pyiceberg, never through the Spark session that wrote them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from typing import Any
+
+import pytest
+
+from kafka_iceberg.errors import ConfigError
+from kafka_iceberg.spec.load import load_pipeline
+from tests.support.kafka import produce
+from tests.support.run import run_pipeline, unique
+from tests.support.verify import assert_verified
+
+pytestmark = pytest.mark.integration
+
+WRITERS = ("spark", "arrow")
+
+
+def orders(n: int) -> list[tuple[str, str]]:
+    """Typed, partly null, partly bad records spread over hours and ids."""
+    rng = random.Random(7)
+    start = dt.datetime(2026, 1, 5, 8, tzinfo=dt.timezone.utc)
+    out = []
+    for i in range(n):
+        doc: dict[str, Any] = {
+            "id": i,
+            "amount": round(rng.uniform(-5, 500), 2),
+            "city": rng.choice(["Berlin", "Paris", None, "Hangzhou", "São Paulo"]),
+            "at": (start + dt.timedelta(minutes=17 * i)).isoformat(),
+            "price": f"{rng.randint(0, 99999) / 100:.2f}",
+            "vip": rng.random() < 0.3,
+        }
+        if i % 97 == 5:
+            doc["id"] = "not a number"  # a bad record: the error topic, identically for both writers
+        out.append((str(i), json.dumps(doc)))
+    return out
+
+
+def pipeline(ns: str, topic: str, errors_topic: str) -> str:
+    tables = "".join(
+        f"""
+  - name: orders_{writer}
+    namespace: {ns}
+    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 400}}
+    schema: {{columns: {{id: long, amount: double, city: string, at: timestamp, price: "decimal(10,2)", vip: boolean}}}}
+    schema_evolution: strict
+    partition_window: none
+    partitioning: [hours(at), bucket(4, id), city]
+    errors: {{error_topic: {errors_topic}_{writer}}}
+    write: {{engine: {writer}}}
+"""
+        for writer in WRITERS
+    )
+    return f"pipeline: writers\ncatalog: lake\ntables:{tables}"
+
+
+def files_of(table: Any) -> list[dict[str, Any]]:
+    """The table's data files, with their metric maps as dicts keyed by field id."""
+    files: list[dict[str, Any]] = table.inspect.files().to_pylist()
+    maps = ("value_counts", "null_value_counts", "lower_bounds", "upper_bounds", "column_sizes")
+    return [{**f, **{m: dict(f[m] or []) for m in maps}} for f in files]
+
+
+def test_both_writers_leave_the_same_table(tmp_path, lake, stack):
+    ns, topic, errors = unique("writers"), unique("orders"), unique("errors")
+    produce(stack.kafka_bootstrap, topic, orders(1000), partition=0)
+    ran = run_pipeline(tmp_path, pipeline(ns, topic, errors))
+    catalog = lake.pyiceberg()
+    spark_t, arrow_t = (catalog.load_table(f"{ns}.orders_{w}") for w in WRITERS)
+
+    # Rows, value for value.
+    def rows(table: Any) -> list[dict[str, Any]]:
+        return sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["offset"])
+
+    spark_rows, arrow_rows = rows(spark_t), rows(arrow_t)
+    assert len(spark_rows) == 1000 - len([i for i in range(1000) if i % 97 == 5])
+    assert arrow_rows == spark_rows
+
+    # Partition values of the data files, and the files' column statistics in the manifests.
+    spark_files, arrow_files = files_of(spark_t), files_of(arrow_t)
+    assert {json.dumps(f["partition"], sort_keys=True, default=str) for f in arrow_files} == {
+        json.dumps(f["partition"], sort_keys=True, default=str) for f in spark_files
+    }
+    field_ids = {f.field_id for f in arrow_t.schema().fields}
+    for f in arrow_files:
+        assert set(f["value_counts"]) == field_ids, f["file_path"]
+        assert set(f["null_value_counts"]) == field_ids
+        assert set(f["lower_bounds"]) and set(f["upper_bounds"]), f["file_path"]
+        assert f["file_path"].startswith(arrow_t.location()) and f["file_format"] == "PARQUET"
+    for stat in ("value_counts", "null_value_counts"):
+        totals = [{fid: sum(f[stat][fid] for f in files) for fid in field_ids} for files in (spark_files, arrow_files)]
+        assert totals[0] == totals[1], stat
+    # Files per commit: at most the partitions the commit touched, times the 2 cores' tasks.
+    entries = arrow_t.inspect.entries().to_pylist()
+    for snapshot in {e["snapshot_id"] for e in entries}:
+        added = [e for e in entries if e["snapshot_id"] == snapshot]
+        touched = {json.dumps(e["data_file"]["partition"], sort_keys=True, default=str) for e in added}
+        assert len(added) <= len(touched) * 2
+
+    # Each batch is one snapshot carrying the exactly-once marker, for both writers.
+    for table in (spark_t, arrow_t):
+        batch_ids = [s.summary.get("kafka-iceberg.batch-id") for s in table.snapshots()]
+        assert None not in batch_ids and len(batch_ids) >= 3  # 1000 records, 400 per batch
+        assert [int(b) for b in batch_ids] == sorted({int(b) for b in batch_ids})
+    by_writer = {w: [r for r in ran.reports if r.table.endswith(f"orders_{w}")] for w in WRITERS}
+    assert [r.records_written for r in by_writer["arrow"]] == [r.records_written for r in by_writer["spark"]]
+    assert [r.records_failed for r in by_writer["arrow"]] == [r.records_failed for r in by_writer["spark"]]
+    assert sum(r.files_created for r in by_writer["arrow"]) == len(arrow_files)
+    assert_verified(tmp_path / "pipelines" / "p.yml")
+
+
+def test_the_arrow_writer_is_refused_where_it_does_not_apply(tmp_path):
+    path = tmp_path / "p.yml"
+    path.write_text(
+        """
+pipeline: p
+tables:
+  - name: t
+    namespace: n
+    source: {topics: [t], format: flatten}
+    schema: {columns: {id: long}}
+    commit_mode: upsert
+    key_fields: [id]
+    write: {engine: arrow}
+"""
+    )
+    with pytest.raises(ConfigError) as err:
+        load_pipeline(path)
+    (problem,) = [p for p in err.value.problems if p.key_path == "tables[0].write.engine"]
+    assert "commit_mode upsert" in problem.expected and "spark or auto" in problem.expected
