@@ -125,15 +125,36 @@ def spark_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, mode: 
     return replay_stream(spark, ds, replay_dir, each_batch, checkpoint, "(a)")
 
 
+def attach_local_catalog(spark: Any) -> None:
+    """Attach the local stack's ``lake`` catalog (the one in ``$KAFKA_ICEBERG_RUN_DIR``) to ``spark``."""
+    from kafka_iceberg.catalogs import render
+    from kafka_iceberg.environment import local_resolver
+    from kafka_iceberg.local.profile import LOCAL_CATALOG, local_catalog_profile
+    from kafka_iceberg.session import attach_catalogs
+
+    attach_catalogs(spark, [render(LOCAL_CATALOG, local_catalog_profile())], local_resolver())
+
+
 def replay_stream(spark: Any, ds: Dataset, replay_dir: Path, each_batch: Any, checkpoint: Path, label: str) -> float:
     """Seconds of a ``foreachBatch`` query over the replay files, one file per micro-batch, to the end."""
     from pyspark.sql import functions as F
+
+    attached: list[Any] = []
+
+    def with_catalog(df: Any, batch_id: int) -> None:
+        # The query runs its batches in a clone of the session, whose catalogs load afresh from its
+        # settings, and the local catalog's credentials are not kept there (session.attach_catalogs):
+        # attached to the clone once, as any job on this stack must.
+        if not attached:
+            attach_local_catalog(df.sparkSession)
+            attached.append(True)
+        each_batch(df, batch_id)
 
     started = time.monotonic()
     stream = spark.readStream.option("maxFilesPerTrigger", 1).schema(KAFKA_DDL).parquet(str(replay_dir))
     query = (
         stream.where(F.col("topic") == ds.topic)
-        .writeStream.foreachBatch(each_batch)
+        .writeStream.foreachBatch(with_catalog)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()

@@ -23,7 +23,7 @@ NAMESPACE = "bench"
 FLATTEN_EXPECTATION = "amt >= 0"
 
 
-def table_spec(ds: Dataset, name: str, mode: str, decoder: str = "auto") -> dict[str, Any]:
+def table_spec(ds: Dataset, name: str, mode: str, decoder: str = "auto", writer: str = "auto") -> dict[str, Any]:
     """The table spec (as YAML would give it) for ``ds`` under commit ``mode``."""
     source = {"topics": [ds.topic], "format": ds.fmt, "max_records_per_batch": ds.records_per_file}
     spec: dict[str, Any] = {
@@ -32,6 +32,7 @@ def table_spec(ds: Dataset, name: str, mode: str, decoder: str = "auto") -> dict
         "source": {**source, "decoder": decoder},
         "commit_mode": mode,
         "errors": {"skip_error": True},
+        "write": {"engine": writer},
     }
     if ds.fmt in ("text", "binary"):
         spec["source"]["mode"] = "value"
@@ -50,14 +51,16 @@ def table_spec(ds: Dataset, name: str, mode: str, decoder: str = "auto") -> dict
     return spec
 
 
-def pipeline_yaml(ds: Dataset, name: str, mode: str, pipeline: str, decoder: str = "auto") -> str:
+def pipeline_yaml(ds: Dataset, name: str, mode: str, pipeline: str, decoder: str = "auto", writer: str = "auto") -> str:
     import yaml
 
-    tables = [table_spec(ds, name, mode, decoder)]
+    tables = [table_spec(ds, name, mode, decoder, writer)]
     return yaml.safe_dump({"pipeline": pipeline, "catalog": "lake", "tables": tables})
 
 
-def make_project(work: Path, ds: Dataset, replay_dir: Path, name: str, mode: str, decoder: str = "auto") -> Path:
+def make_project(
+    work: Path, ds: Dataset, replay_dir: Path, name: str, mode: str, decoder: str = "auto", writer: str = "auto"
+) -> Path:
     """A throwaway project whose ``bench`` environment replays ``replay_dir``; returns the pipeline file."""
     project = work / f"project_{name}"
     shutil.rmtree(project, ignore_errors=True)
@@ -68,7 +71,7 @@ def make_project(work: Path, ds: Dataset, replay_dir: Path, name: str, mode: str
     (project / "environments" / "bench.yml").write_text(bench)
     (project / "pipelines").mkdir()
     path = project / "pipelines" / "p.yml"
-    path.write_text(pipeline_yaml(ds, name, mode, pipeline=f"p_{name}", decoder=decoder))
+    path.write_text(pipeline_yaml(ds, name, mode, pipeline=f"p_{name}", decoder=decoder, writer=writer))
     return path
 
 

@@ -71,6 +71,16 @@ def summarize(entry: dict[str, Any]) -> dict[str, Any]:
         if base_b:
             a_core = out["framework_arrow"]["mb_per_s_per_core"]
             ratios["arrow_decoder_vs_b_wall"] = round(a_core / out["baseline_b"]["mb_per_s_per_core"], 3)
+    if entry.get("framework_arrow_writer"):
+        aw = best(entry["framework_arrow_writer"])
+        out["framework_arrow_writer"] = {
+            **aw,
+            **rates(records, mb, aw["wall_seconds"], aw["min_cpu_seconds"], SPARK_CORES),
+        }
+        ratios["arrow_writer_vs_a_wall"] = round(base_a["wall_seconds"] / aw["wall_seconds"], 3)
+        ratios["arrow_writer_vs_a_cpu"] = round(base_a["min_cpu_seconds"] / aw["min_cpu_seconds"], 3)
+        ratios["arrow_vs_spark_writer_wall"] = round(fw["wall_seconds"] / aw["wall_seconds"], 3)
+        ratios["arrow_vs_spark_writer_cpu"] = round(fw["min_cpu_seconds"] / aw["min_cpu_seconds"], 3)
     if entry.get("baseline_c"):  # per MB, not per run: (c) reads the good messages only
         c = best(entry["baseline_c"])
         c_rates = rates(c["records"], c["megabytes"], c["wall_seconds"], c["min_cpu_seconds"], SPARK_CORES)
@@ -82,6 +92,35 @@ def summarize(entry: dict[str, Any]) -> dict[str, Any]:
             ratios["arrow_decoder_vs_c_wall"] = round(mb / ar["wall_seconds"] / c_wall, 3)
     out["ratios"] = ratios
     return out
+
+
+def writer_lines(results: dict[str, Any]) -> list[str]:
+    """The two writers side by side (append datasets)."""
+    runs = [r for r in results["runs"] if "framework_arrow_writer" in r["summary"]]
+    if not runs:
+        return []
+    lines = [
+        "## Writers: Spark (`write.engine: spark`) and Arrow (`write.engine: arrow`)",
+        "",
+        "The same pipeline run once per writer on the same data (both with the Spark decoder). The "
+        "Arrow writer hands the decoded rows to Python once and writes the Parquet files there "
+        '(docs/write.md, "Writers"). *Arrow ÷ Spark* > 1 means the Arrow writer made the whole run '
+        "faster; issue 20's goal is the Arrow path at 2.0x (a) or more for json, flatten and csv.",
+        "",
+        "| dataset | Spark writer vs (a), wall | Arrow writer vs (a), wall | Arrow writer vs (a), CPU "
+        "| Arrow ÷ Spark, wall | Arrow ÷ Spark, CPU | Arrow writer files/commit |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        s = run["summary"]
+        r = s["ratios"]
+        files = run.get("layout", {}).get("framework_arrow_writer", {}).get("files_per_commit", float("nan"))
+        lines.append(
+            f"| {run['dataset']} | {r['vs_a_wall']:.2f} | {r['arrow_writer_vs_a_wall']:.2f} "
+            f"| {r['arrow_writer_vs_a_cpu']:.2f} | {r['arrow_vs_spark_writer_wall']:.2f} "
+            f"| {r['arrow_vs_spark_writer_cpu']:.2f} | {files:.1f} |"
+        )
+    return [*lines, ""]
 
 
 def decoder_lines(results: dict[str, Any]) -> list[str]:
@@ -182,7 +221,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {a['mb_per_s_per_core']:.2f} | {_fmt_int(a['records_per_cpu_s'])} "
             f"| {lay.get('files_per_commit', 0):.1f} | {b_cells} |"
         )
-    lines += ["", *decoder_lines(results)]
+    lines += ["", *writer_lines(results), *decoder_lines(results)]
     lines += ["## Framework overhead against the hand-written Spark job (a)", ""]
     lines += [
         "Overhead = framework time ÷ baseline (a) time - 1 (wall clock; CPU seconds in brackets). "

@@ -181,10 +181,10 @@ class Bench:
 
     # -- one measurement each ----------------------------------------------------------------------
     def framework(
-        self, ds: datagen.Dataset, gen: datagen.Generated, mode: str, decoder: str = "auto"
+        self, ds: datagen.Dataset, gen: datagen.Generated, mode: str, decoder: str = "auto", writer: str = "auto"
     ) -> dict[str, Any]:
         name = self.unique(f"fw_{ds.name}_{mode}")
-        path = framework.make_project(self.run_work, ds, Path(gen.files[0]).parent, name, mode, decoder)
+        path = framework.make_project(self.run_work, ds, Path(gen.files[0]).parent, name, mode, decoder, writer)
         with measure.Meter(self.spark) as meter, stages.profiled(self.spark) as prof:
             run = framework.run_framework(path)
         out = {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}", **run.summary()}
@@ -196,6 +196,10 @@ class Bench:
     def framework_arrow(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
         """The framework with ``decoder: arrow`` (``framework`` uses ``auto``, which is Spark)."""
         return self.framework(ds, gen, mode, decoder="arrow")
+
+    def framework_arrow_writer(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+        """The framework with ``write.engine: arrow`` (Spark decoder, data files written by pyarrow)."""
+        return self.framework(ds, gen, mode, writer="arrow")
 
     def baseline_a(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
         name = self.unique(f"base_{ds.name}_{mode}")
@@ -304,6 +308,8 @@ class Bench:
                     order = ["framework", "baseline_a"] if (i + rep) % 2 == 0 else ["baseline_a", "framework"]
                     if mode == "append" and ds.fmt in TWO_DECODERS:
                         order[1:1] = ["framework_arrow", "baseline_c"]
+                    if mode == "append":
+                        order.insert(1, "framework_arrow_writer")
                     for which in order:
                         result = getattr(self, which)(ds, gen, mode)
                         entry[which].append(result)
@@ -317,6 +323,10 @@ class Bench:
                             "framework": measure.table_layout(self.catalog, entry["framework"][0]["table"]),
                             "baseline_a": measure.table_layout(self.catalog, entry["baseline_a"][0]["table"]),
                         }
+                        if entry.get("framework_arrow_writer"):
+                            entry["layout"]["framework_arrow_writer"] = measure.table_layout(
+                                self.catalog, entry["framework_arrow_writer"][0]["table"]
+                            )
                 sweep_seconds = time.monotonic() - sweep_started
             lat = None
             if not self.args.skip_latency:
@@ -352,6 +362,8 @@ def new_entry(ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[st
     """An empty record of one dataset x mode, to which each attempt is appended."""
     two = mode == "append" and ds.fmt in TWO_DECODERS
     entry: dict[str, Any] = {"framework_arrow": [], "baseline_c": []} if two else {}
+    if mode == "append":
+        entry["framework_arrow_writer"] = []
     return entry | {
         "dataset": ds.name,
         "format": ds.fmt,
