@@ -186,5 +186,10 @@ class _Both:
         self.observers(report)
         self.seen(report)
 
+    @property
+    def metrics(self) -> Any:
+        """The run's metrics (the streaming loop reads Spark's progress into them)."""
+        return self.observers.metrics
+
     def close(self) -> None:
         self.observers.close()
