@@ -80,21 +80,26 @@ PAYMENTS: list[tuple[dict[str, Any], dict[str, Any] | bytes]] = [
 ]
 
 
-def avro_payments(registry_url: str, topic: str = "payments") -> list[tuple[str, bytes]]:
-    """``PAYMENTS`` serialized as producers do: confluent-kafka's AvroSerializer, registering each version."""
+def avro_value(registry_url: str, topic: str, schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    """``record`` as Avro producers send it: confluent-kafka's AvroSerializer, registering ``schema``."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    client = SchemaRegistryClient({"url": registry_url})
-    context = SerializationContext(topic, MessageField.VALUE)
-    out = []
-    for schema, record in PAYMENTS:
-        key = str(record["id"]) if isinstance(record, dict) else "4"
-        value = record if isinstance(record, bytes) else AvroSerializer(client, json.dumps(schema))(record, context)
-        assert value is not None
-        out.append((key, value))
-    return out
+    serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(schema))
+    value = serializer(record, SerializationContext(topic, MessageField.VALUE))
+    assert value is not None
+    return bytes(value)
+
+
+def avro_payments(registry_url: str, topic: str = "payments") -> list[tuple[str, bytes]]:
+    """``PAYMENTS`` serialized as producers do, each version registered by its first record."""
+    return [
+        (str(record["id"]), avro_value(registry_url, topic, schema, record))
+        if isinstance(record, dict)
+        else ("4", record)
+        for schema, record in PAYMENTS
+    ]
 
 
 # A products table's change stream, as Debezium's JsonConverter (schemas.enable) writes it.

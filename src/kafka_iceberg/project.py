@@ -104,14 +104,14 @@ def registry_problems(pipeline: Pipeline, env: Environment) -> list[Problem]:
             "MISSING_KEY",
         )
         for i, table in enumerate(pipeline.tables)
-        if table.source.uses_registry and table.source.schema_registry is None
+        if table.source.reads_env_registry
     ]
 
 
 def reads_env_registry(pipelines: list[Pipeline], formats: set[str] | None = None) -> bool:
     """Whether a run of the ``formats`` tables of ``pipelines`` reads the environment's schema registry."""
     return any(
-        table.source.uses_registry and table.source.schema_registry is None
+        table.source.reads_env_registry
         for pipeline in pipelines
         for table in pipeline.tables
         if formats is None or table.source.format in formats

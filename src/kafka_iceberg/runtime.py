@@ -109,7 +109,7 @@ def prepare(
 
 def with_registry(spec: TableSpec, env: Environment) -> TableSpec:
     """``spec`` reading the environment's schema registry when it is a registry format without its own."""
-    if not spec.source.uses_registry or spec.source.schema_registry is not None:
+    if not spec.source.reads_env_registry:
         return spec
     assert env.schema_registry is not None  # validate_project reported it otherwise
     return spec.model_copy(update={"source": spec.source.model_copy(update={"schema_registry": env.schema_registry})})

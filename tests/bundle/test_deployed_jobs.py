@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from kafka_iceberg.demo import PAYMENT_V2, debezium_event
+from kafka_iceberg.demo import PAYMENT_V2, avro_value, debezium_event
 from kafka_iceberg.local.readback import pyiceberg_catalog, read_topic
 from kafka_iceberg.spec.load import load_pipeline
 from kafka_iceberg.spec.model import TableSpec
@@ -137,14 +137,7 @@ def _serialize(sample: Sample, value: Any, registry_url: str) -> bytes | str:
         return value  # sent as is (a bad record where the table routes them)
     if sample.avro is None:
         return json.dumps(value)
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
-
-    serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(sample.avro))
-    data = serializer(value, SerializationContext(sample.topic, MessageField.VALUE))
-    assert data is not None
-    return data
+    return avro_value(registry_url, sample.topic, sample.avro, value)
 
 
 # One entry per table of the local target's pipelines; a table without one fails the test below.

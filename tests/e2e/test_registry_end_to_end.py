@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from kafka_iceberg.demo import avro_value
 from tests.support.kafka import consume_all, produce
 from tests.support.project import entry_point, project
 from tests.support.run import run_pipeline, unique
@@ -29,14 +29,6 @@ V1 = {
 V2 = {**V1, "fields": [*V1["fields"], {"name": "size", "type": ["null", "string"], "default": None}]}
 
 
-def avro(url: str, topic: str, schema: dict[str, Any], record: dict[str, Any]) -> bytes:
-    data = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))(
-        record, SerializationContext(topic, MessageField.VALUE)
-    )
-    assert data is not None
-    return data
-
-
 def rows(lake: Any, identifier: str) -> list[dict[str, Any]]:
     return sorted(lake.pyiceberg().load_table(identifier).scan().to_arrow().to_pylist(), key=lambda r: r["id"])
 
@@ -44,7 +36,7 @@ def rows(lake: Any, identifier: str) -> list[dict[str, Any]]:
 def test_avro_two_versions_evolve_one_table_and_bad_records_reach_the_error_topic(tmp_path, lake, stack):
     ns, topic, errors = unique("avro"), unique("orders"), unique("orders_errors")
     url = stack.registry_url
-    first = avro(url, topic, V1, {"id": 1, "name": "espresso"})
+    first = avro_value(url, topic, V1, {"id": 1, "name": "espresso"})
     produce(stack.kafka_bootstrap, topic, [(None, first)], partition=0)
     yaml = f"""
 pipeline: avro_orders
@@ -59,7 +51,7 @@ tables:
     run_pipeline(tmp_path / "one", yaml)
     assert [(r["id"], r["name"]) for r in rows(lake, f"{ns}.orders")] == [(1, "espresso")]
 
-    second = avro(url, topic, V2, {"id": 2, "name": "latte", "size": "L"})
+    second = avro_value(url, topic, V2, {"id": 2, "name": "latte", "size": "L"})
     unknown_id = b"\x00\x00\x00\x7f\xff" + second[5:]
     wrong_magic = b'{"id": 3, "name": "mocha"}'
     produce(stack.kafka_bootstrap, topic, [(None, second), (b"k", unknown_id), (None, wrong_magic)], partition=0)

@@ -137,6 +137,11 @@ class SourceSpec(Frozen):
         return self.format in SCHEMA_FORMATS and self.avro is None
 
     @property
+    def reads_env_registry(self) -> bool:
+        """Whether the environment's ``schema_registry`` serves this source (a registry format without its own)."""
+        return self.uses_registry and self.schema_registry is None
+
+    @property
     def effective_mode(self) -> str:
         """The mode in force: ``default`` for text and binary, ``value`` otherwise, unless set."""
         if self.mode:

@@ -67,16 +67,15 @@ def pyiceberg_io_properties(java_io_properties: Mapping[str, str]) -> dict[str, 
     return props
 
 
-def file_target(java_table: Any) -> FileTarget:
-    """The target of the table ``java_table`` (an ``org.apache.iceberg.Table``) as it is now."""
-    from pyiceberg.io import load_file_io
-    from pyiceberg.serializers import FromInputFile
+def file_target(spark: SparkSession, java_table: Any) -> FileTarget:
+    """The target of the table ``java_table`` (an ``org.apache.iceberg.Table``) as it is now.
 
-    props = pyiceberg_io_properties(dict(java_table.io().properties()))
-    location = str(java_table.operations().current().metadataFileLocation())
-    _quiet_checksums()
-    metadata = FromInputFile.table_metadata(load_file_io(props, location).new_input(location))
-    return FileTarget(metadata.model_dump_json(), props)
+    The metadata is the table's current one, already in the JVM: serialized, not read again from
+    the object store.
+    """
+    iceberg = spark._jvm.org.apache.iceberg  # type: ignore[union-attr]
+    metadata = str(iceberg.TableMetadataParser.toJson(java_table.operations().current()))
+    return FileTarget(metadata, pyiceberg_io_properties(dict(java_table.io().properties())))
 
 
 def _quiet_checksums() -> None:

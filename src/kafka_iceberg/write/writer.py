@@ -269,15 +269,15 @@ class TableWriter:
                 landed = self._find(marker)  # an attempt whose commit state was unknown may have landed
                 if landed is not None:
                     return landed
+            table = self._iceberg.refresh()
             if files is not None:
-                append_files(self.spark, self._iceberg.refresh().java, files, summary)
-                found = self._find(marker)
+                append_files(self.spark, table.java, files, summary)  # always a snapshot, files or not
             else:
-                table_schema = self._iceberg.refresh().schema()
+                table_schema = table.schema()
                 with_commit_properties(self.spark, summary, lambda: self._write(rows, table_schema))
-                found = self._find(marker)
-            if found is None:
-                # The action committed nothing (a dynamic overwrite of no rows): the offsets still advance.
+            found = self._find(marker)
+            if found is None and files is None:
+                # Spark's action committed nothing (a dynamic overwrite of no rows): the offsets still advance.
                 empty = self.spark.createDataFrame([], table_schema)
                 with_commit_properties(self.spark, summary, lambda: empty.writeTo(self.table).append())
                 found = self._find(marker)
@@ -315,7 +315,7 @@ class TableWriter:
     def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
         table = self._iceberg.refresh()
         data = modes.aligned(modes.drop_internal(rows), table.schema())
-        return write_frame(data, file_target(table.java))
+        return write_frame(data, file_target(self.spark, table.java))
 
     def _column(self, name: str, table_schema: StructType) -> str:
         for f in table_schema.fields:
