@@ -3,6 +3,7 @@
 (a) ``spark_baseline``: the minimal job a data engineer would hand-write instead of the framework —
     a Structured Streaming query over the same replay files (one file per micro-batch, the same
     batches as the framework), ``foreachBatch`` doing the parse (``from_json`` / ``from_csv`` /
+    ``from_avro`` of the bytes after the 5-byte wire header, with the one writer schema it knows /
     casts) and ``writeTo(table).append()`` (``overwritePartitions()``, or a ``MERGE INTO`` of the
     newest row per key, for the other modes) into a table of the same columns and properties in the
     same REST catalog. No error routing, no expectations, no idempotency marker: bad records become
@@ -15,13 +16,15 @@
     inside Spark and hands its rows to Spark's Iceberg writer: the framework's Arrow decoder can
     only be slower.
 (b) ``pyarrow_baseline``: pyarrow parsing the same good messages' bytes (``pyarrow.json`` /
-    ``pyarrow.csv`` / a UTF-8 cast) and writing zstd Parquet to local disk, single core, in a child
+    ``pyarrow.csv`` / a UTF-8 cast / fastavro record by record into ``pa.Table.from_pylist``) and
+    writing zstd Parquet to local disk, single core, in a child
     process (``python -m benchmarks.baselines pyarrow ...``) so its peak RSS is its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import resource
 import sys
@@ -29,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.datagen import CSV_COLUMNS, FLATTEN_COLUMNS, Dataset
+from benchmarks.datagen import AVRO_COLUMNS, AVRO_SCHEMA, CSV_COLUMNS, FLATTEN_COLUMNS, Dataset
 
 _SPARK_TYPES = {
     "long": "BIGINT",
@@ -51,13 +54,15 @@ def payload_columns(fmt: str) -> dict[str, str]:
         return dict(FLATTEN_COLUMNS)
     if fmt == "csv":
         return dict(CSV_COLUMNS)
+    if fmt == "avro":
+        return dict(AVRO_COLUMNS)
     if fmt == "binary":
         return {"key": "binary", "value": "binary"}
     return {"key": "string", "value": "string"}
 
 
 def _ddl(columns: dict[str, str]) -> str:
-    return ", ".join(f"`{n}` {_SPARK_TYPES[t]}" for n, t in columns.items())
+    return ", ".join(f"`{n}` {_SPARK_TYPES.get(t, t)}" for n, t in columns.items())  # avro's are DDL already
 
 
 # -- (a) hand-written Spark ------------------------------------------------------------------------
@@ -74,6 +79,12 @@ def parse_batch(df: Any, fmt: str, pt: str) -> Any:
         options = {"sep": ",", "quote": '"', "escape": '"', "timestampFormat": "yyyy-MM-dd HH:mm:ss"}
         parsed = F.from_csv(F.col("value").cast("string"), _ddl(CSV_COLUMNS), options)
         return df.select(*head, parsed.alias("c"), *tail).select(*head, "c.*", "pt")
+    if fmt == "avro":  # spark-avro's from_avro after the wire header, assuming the one schema it knows
+        from pyspark.sql.avro.functions import from_avro
+
+        body = F.expr("substring(value, 6)")
+        parsed = from_avro(body, json.dumps(AVRO_SCHEMA), {"mode": "PERMISSIVE"})
+        return df.select(*head, parsed.alias("a"), *tail).select(*head, "a.*", "pt")
     if fmt == "json":
         text = F.col("value").cast("string")
         valid = F.from_json(text, "map<string,string>").isNotNull()
@@ -265,9 +276,31 @@ def pyarrow_parse(fmt: str, batch: Any) -> Any:
             ),
         )
         return {n: (pc.assume_timezone(parsed[n], "UTC") if n == "ts" else parsed[n]) for n in CSV_COLUMNS}
+    if fmt == "avro":
+        import fastavro
+
+        from benchmarks.datagen import avro_writer_schema
+
+        schema = avro_writer_schema()
+        rows = [fastavro.schemaless_reader(io.BytesIO(v[5:]), schema, None) for v in values.to_pylist()]
+        parsed = pa.Table.from_pylist(rows, avro_arrow_schema())
+        return {n: parsed[n] for n in AVRO_COLUMNS}
     if fmt == "text":
         return {"key": pa.nulls(len(values), pa.string()), "value": pc.cast(values, pa.string())}
     return {"key": pa.nulls(len(values), pa.binary()), "value": values}
+
+
+def avro_arrow_schema() -> Any:
+    """The Arrow schema of ``AVRO_COLUMNS`` (the types fastavro's values convert to)."""
+    import pyarrow as pa
+
+    s = pa.string()
+    return pa.schema(
+        [("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("uid", pa.int64()), ("sid", s), ("ev", s),
+         ("amount", pa.decimal128(10, 2)), ("qty", pa.int32()), *[(n, s) for n in ("cur", "cc", "city", "dev", "os")],
+         ("new", pa.bool_()), ("score", pa.float64()), ("day", pa.date32()), ("tags", pa.list_(s)),
+         ("ctx", pa.struct([("ab", s), ("agent", s), ("ref", s)])), ("note", s)]
+    )  # fmt: skip
 
 
 def pyarrow_baseline(fmt: str, good_file: Path, out_dir: Path, records_per_file: int) -> dict[str, Any]:

@@ -4,7 +4,11 @@ Every dataset is one topic of ``PARTITIONS`` partitions, split into files of ``r
 records (each file is one micro-batch on replay, as ``kafka-iceberg capture`` writes them; the
 files are written the way ``capture`` writes them, in row groups of ``ROW_GROUP_RECORDS``). About
 0.5 % of the messages are bad in a way the format can tell (broken JSON, wrong types, unknown fields, wrong
-CSV column counts, invalid UTF-8), so the error path runs; binary messages cannot be bad.
+CSV column counts, invalid UTF-8, Avro with a wrong magic byte or cut short), so the error path runs;
+binary messages cannot be bad.
+
+Avro messages are in the Confluent wire format: their schema id is the one the bench's own registry
+gave ``AVRO_SCHEMA`` (``Dataset.schema_id``), so they are generated after the stack is up.
 
 Beside the replay files, ``<dataset>/good.parquet`` holds only the good messages' coordinates and
 values: the pyarrow baseline parses those (pyarrow's readers have no per-record error path).
@@ -13,6 +17,9 @@ values: the pyarrow baseline parses those (pyarrow's readers have no per-record 
 from __future__ import annotations
 
 import datetime as dt
+import decimal
+import functools
+import io
 import json
 import random
 from collections.abc import Callable, Iterator
@@ -29,7 +36,7 @@ PARTITIONS = 4
 BAD_SHARE = 0.005  # decode errors
 VIOLATION_SHARE = 0.002  # flatten: good JSON that fails the quarantine expectation (amount >= 0)
 START = dt.datetime(2026, 1, 5, 8, 0, tzinfo=dt.timezone.utc)
-FORMATS = ("flatten", "csv", "json", "text", "binary")
+FORMATS = ("flatten", "csv", "json", "text", "binary", "avro")
 SIZES = ("small", "large")
 
 # The flatten table: 20 columns, one of them (``ctx``) a nested object, one (``tags``) an array.
@@ -66,6 +73,59 @@ CSV_COLUMNS: dict[str, str] = {
     "status": "string",
     "agent": "string",
     "comment": "string",
+}
+
+# The avro topic: the flatten event as an Avro producer would type it (logical types, an enum, a
+# nested record, an array, optional fields). Its columns are what the framework derives from it.
+AVRO_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Event",
+    "namespace": "bench",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "uid", "type": "long"},
+        {"name": "sid", "type": "string"},
+        {"name": "ev", "type": {"type": "enum", "name": "Kind", "symbols": ["view", "click", "add_to_cart",
+                                                                            "checkout", "search", "scroll"]}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "qty", "type": "int"},
+        {"name": "cur", "type": "string"},
+        {"name": "cc", "type": "string"},
+        {"name": "city", "type": "string"},
+        {"name": "dev", "type": "string"},
+        {"name": "os", "type": "string"},
+        {"name": "new", "type": "boolean"},
+        {"name": "score", "type": "double"},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "ctx", "type": {"type": "record", "name": "Context", "fields": [
+            {"name": "ab", "type": "string"},
+            {"name": "agent", "type": ["null", "string"], "default": None},
+            {"name": "ref", "type": ["null", "string"], "default": None},
+        ]}},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}  # fmt: skip
+AVRO_COLUMNS: dict[str, str] = {  # Spark DDL types of AVRO_SCHEMA's fields
+    "id": "BIGINT",
+    "ts": "TIMESTAMP",
+    "uid": "BIGINT",
+    "sid": "STRING",
+    "ev": "STRING",
+    "amount": "DECIMAL(10,2)",
+    "qty": "INT",
+    "cur": "STRING",
+    "cc": "STRING",
+    "city": "STRING",
+    "dev": "STRING",
+    "os": "STRING",
+    "new": "BOOLEAN",
+    "score": "DOUBLE",
+    "day": "DATE",
+    "tags": "ARRAY<STRING>",
+    "ctx": "STRUCT<ab: STRING, agent: STRING, ref: STRING>",
+    "note": "STRING",
 }
 
 _EVENTS = ("view", "click", "add_to_cart", "checkout", "search", "scroll")
@@ -127,6 +187,7 @@ class Dataset:
     records: int
     records_per_file: int
     seed: int = 7
+    schema_id: int = 0  # avro: the id of AVRO_SCHEMA in the registry the bench runs against
 
     @property
     def name(self) -> str:
@@ -297,12 +358,46 @@ def binary_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]
     return head + random_half + pattern[: n - 16 - len(random_half)], "good"
 
 
+@functools.cache
+def avro_writer_schema() -> Any:
+    import fastavro
+
+    return fastavro.parse_schema(AVRO_SCHEMA)
+
+
+def avro_message(rng: random.Random, i: int, large: bool, schema_id: int = 0) -> tuple[bytes, str]:
+    """The flatten event as Avro in the Confluent wire format; now and then not Avro, or cut short."""
+    import fastavro
+
+    doc = flatten_doc(rng, i, large)
+    ctx = doc["ctx"]
+    record = {
+        **{k: doc[k] for k in ("id", "uid", "sid", "ev", "qty", "cur", "cc", "city", "dev", "os", "new", "score")},
+        "ts": START + dt.timedelta(milliseconds=i * 7),
+        "amount": decimal.Decimal(f"{doc['amt']:.2f}"),
+        "day": (START + dt.timedelta(milliseconds=i * 7)).date(),
+        "tags": doc["tags"],
+        "ctx": {"ab": ctx["ab"], "agent": ctx.get("agent"), "ref": ctx.get("ref")},
+        "note": doc["note"] or None,
+    }
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, avro_writer_schema(), record)
+    body = out.getvalue()
+    header = b"\x00" + schema_id.to_bytes(4, "big")
+    if rng.random() < BAD_SHARE:
+        if i % 2:
+            return _dumps(doc).encode(), "bad"  # a JSON producer on the Avro topic: wrong magic byte
+        return header + body[: len(body) // 2], "bad"  # cut short: does not match the writer schema
+    return header + body, "good"
+
+
 GENERATORS: dict[str, Callable[[random.Random, int, bool], tuple[bytes, str]]] = {
     "flatten": flatten_message,
     "json": json_message,
     "csv": csv_message,
     "text": text_message,
     "binary": binary_message,
+    "avro": avro_message,
 }
 
 
@@ -310,6 +405,8 @@ def messages(ds: Dataset) -> Iterator[tuple[int, int, int, bytes, bytes, str]]:
     """``(partition, offset, timestamp_ms, key, value, kind)`` for every record of ``ds``, in Kafka order."""
     rng = random.Random(f"{ds.seed}-{ds.name}")
     gen = GENERATORS[ds.fmt]
+    if ds.fmt == "avro":
+        gen = functools.partial(avro_message, schema_id=ds.schema_id)
     large = ds.size == "large"
     next_offset = [0] * PARTITIONS
     base_ms = int(START.timestamp() * 1000)

@@ -1,10 +1,11 @@
 """``make bench``: throughput, overhead, freshness and file layout of kafka-iceberg against baselines.
 
-On a fresh local stack owned by this process (SeaweedFS REST catalog on S3 + Apache Kafka), for every
-format (flatten, csv, json, text, binary) x size (small, large):
+On a fresh local stack owned by this process (SeaweedFS REST catalog on S3, Apache Kafka, Apicurio
+Registry), for every format (flatten, csv, json, text, binary, avro) x size (small, large):
 
 1. generate realistic messages with ~0.5 % bad ones as Kafka-shaped Parquet replay files
-   (``benchmarks/datagen.py``; cached under ``benchmarks/.work/data``);
+   (``benchmarks/datagen.py``; cached under ``benchmarks/.work/data``; Avro's carry the schema id the
+   stack's registry gave the bench schema, registered when the stack is up);
 2. run the full pipeline (decode, expectations, error routing, commit with its marker) through
    the replay reader (``benchmarks/framework.py``) — append for every dataset, overwrite and upsert
    for flatten small — with the time of each ``BatchProcessor`` stage recorded
@@ -68,6 +69,12 @@ OVERHEAD_REASONS = {
         "UTF-8 is refused, where baseline (a) parses once to a map"
     ),
     "text": "invalid UTF-8 is detected by a lossless round trip of every value; baseline (a) only casts",
+    "avro": (
+        "the framework decodes in Python, record by record with fastavro, after reading the batch's "
+        "schema ids and fetching each writer schema from the registry; the header, the schema id and every "
+        "value are checked, and a record that does not decode becomes an error row. Baseline (a) runs "
+        "spark-avro's `from_avro` in the JVM with the one schema it was given, whatever the id says"
+    ),
     "binary": (
         "nothing is decoded, so what remains is the framework's fixed cost per batch: the cached batch, "
         "its counts, the error check and the marker lookups around the commit"
@@ -77,7 +84,8 @@ OVERHEAD_REASONS = {
 METHOD = [
     "- **Stack**: started by `run.py` and owned by it (`LocalStack(run_dir).up(owned=True)`, a temporary "
     "run directory): SeaweedFS 4.48 (`weed mini`, S3 + Iceberg REST catalog, SigV4-signed), Apache Kafka "
-    "4.1 for the latency test. Spark 3.5 `local[2]` from `kafka_iceberg.session.get_spark` (driver memory "
+    "4.1 for the latency test, Apicurio Registry 3.0 (the Avro topic's schema). Spark 3.5 `local[2]` from "
+    "`kafka_iceberg.session.get_spark` (driver memory "
     "2 GiB, `KAFKA_ICEBERG_DRIVER_MEMORY`), Iceberg 1.10 runtime, tables through the REST catalog with "
     "Iceberg's S3FileIO; format version 2, zstd Parquet.",
     "- **Framework**: a throwaway project per run (`pipelines/p.yml` + the repository's environments and "
@@ -90,6 +98,8 @@ METHOD = [
     "- **Baseline (a)**: a Structured Streaming query over the same replay files (`maxFilesPerTrigger=1`, "
     "so the same micro-batches), `foreachBatch` with `from_json(value, <20-column DDL>)` / "
     "`from_csv(value, <10-column DDL>)` / `from_json(value, 'map<string,string>') IS NOT NULL` (json) / "
+    "spark-avro's `from_avro(substring(value, 6), <writer schema>)` PERMISSIVE (avro: the schema id is "
+    "not read; the job knows its one schema) / "
     "casts (text, binary), a `pt` literal, and `writeTo(table).append()` (`overwritePartitions()`; "
     "`MERGE INTO` of the newest row per key for upsert) into a table with the same columns and "
     "properties in the same catalog. No error routing, no expectations, no marker.",
@@ -103,7 +113,8 @@ METHOD = [
     "readers with `use_threads=False`: reads the good messages (`good.parquet`, the bad 0.5 % left out: "
     "pyarrow's JSON reader has no per-record error path), parses them per batch (`pyarrow.json.read_json` "
     "with an explicit schema, nested objects as structs / `pyarrow.csv.read_csv` with column types / a "
-    "UTF-8-validating cast for text) and writes zstd Parquet with the same Kafka columns and `pt` to "
+    "UTF-8-validating cast for text / fastavro's `schemaless_reader` per record into `pa.Table.from_pylist`) "
+    "and writes zstd Parquet with the same Kafka columns and `pt` to "
     "local disk. Its figures are per 1 core, over the bytes it parsed.",
     "- **Timing**: wall clock of the whole run (framework: `prepare` to the end of the last batch; "
     "baseline (a): query start to end), after an untimed warm-up (a small framework and baseline run, "
@@ -168,6 +179,7 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.run_work = Path(tempfile.mkdtemp(prefix="run-", dir=self.work))
         self.counter = 0
+        self.schema_ids: dict[str, int] = {}  # avro dataset → its schema id in this run's registry
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -241,7 +253,7 @@ class Bench:
         for fmt in datagen.FORMATS:
             for size in datagen.SIZES:
                 n, per = (a.small, a.per_file_small) if size == "small" else (a.large, a.per_file_large)
-                ds = datagen.Dataset(fmt, size, n, per)
+                ds = datagen.Dataset(fmt, size, n, per, schema_id=self.schema_ids.get(f"{fmt}_{size}", 0))
                 if a.only and ds.name not in a.only:
                     continue
                 started = time.monotonic()
@@ -269,6 +281,7 @@ class Bench:
         from kafka_iceberg.local.readback import pyiceberg_catalog
 
         self.catalog = pyiceberg_catalog(self.state.describe())
+        self.schema_ids = register_avro_schema(self.state.registry_url)
         self.log(f"stack up in {self.state.startup_seconds:.1f}s, Spark session ready")
 
     def stop(self) -> None:
@@ -288,12 +301,12 @@ class Bench:
 
     def main(self) -> dict[str, Any]:
         load_before = os.getloadavg()
-        data = self.datasets()
-        plan: list[tuple[datagen.Dataset, datagen.Generated, str]] = [(ds, gen, "append") for ds, gen in data]
-        plan += [(ds, gen, mode) for ds, gen in data if ds.name == "flatten_small" for mode in ("overwrite", "upsert")]
         entries: dict[str, dict[str, Any]] = {}
-        self.start()
+        self.start()  # first: the Avro messages carry the schema id of this stack's registry
         try:
+            data = self.datasets()
+            plan: list[tuple[datagen.Dataset, datagen.Generated, str]] = [(ds, gen, "append") for ds, gen in data]
+            plan += [(ds, gen, m) for ds, gen in data if ds.name == "flatten_small" for m in ("overwrite", "upsert")]
             self.warm_up()
             budget = self.args.budget_minutes * 60 - (0 if self.args.skip_latency else LATENCY_RESERVE_S)
             sweep_seconds = 0.0
@@ -356,6 +369,19 @@ class Bench:
             load_before=load_before,
             arrow=direct_arrow(),
         )
+
+
+def register_avro_schema(registry_url: str) -> dict[str, int]:
+    """Dataset name → the id ``registry_url`` gave the bench's Avro schema under that topic's subject."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    client = SchemaRegistryClient({"url": registry_url})
+    schema = Schema(json.dumps(datagen.AVRO_SCHEMA), "AVRO")
+    out = {}
+    for size in datagen.SIZES:
+        ds = datagen.Dataset("avro", size, 0, 1)
+        out[ds.name] = client.register_schema(f"{ds.topic}-value", schema)
+    return out
 
 
 def new_entry(ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def test_replay_files_have_the_kafka_shape_and_the_announced_sizes(generated):
         assert tables[0].column("topic").to_pylist() == [ds.topic] * ds.records_per_file
         good = pq.read_table(gen.good_file)
         assert good.num_rows == gen.good_records == TINY - gen.bad_records
-        expected = 200 if ds.size == "small" else 1200
+        expected = {"avro": (80, 960)}.get(ds.fmt, (200, 1200))[ds.size == "large"]  # Avro is compact
         assert 0.7 * expected < gen.avg_bytes < 1.5 * expected, (name, gen.avg_bytes)
 
 
@@ -51,7 +51,7 @@ def test_each_partition_counts_its_own_offsets(generated):
 def test_bad_records_are_bad_in_the_way_the_format_can_tell():
     rng = random.Random(3)
     kinds = {fmt: [datagen.GENERATORS[fmt](rng, i, False) for i in range(3000)] for fmt in datagen.FORMATS}
-    for fmt in ("flatten", "json", "csv", "text"):
+    for fmt in ("flatten", "json", "csv", "text", "avro"):
         bad = [v for v, kind in kinds[fmt] if kind == "bad"]
         assert 0.001 * 3000 < len(bad) < 0.02 * 3000, fmt
     assert not [v for v, kind in kinds["binary"] if kind == "bad"]
@@ -62,6 +62,26 @@ def test_bad_records_are_bad_in_the_way_the_format_can_tell():
         if kind == "bad":
             with pytest.raises(UnicodeDecodeError):
                 value.decode()
+
+
+def test_avro_messages_are_what_the_framework_decodes_and_refuses():
+    from kafka_iceberg.decode.avro import parse, read
+
+    schema = parse(json.dumps(datagen.AVRO_SCHEMA))
+    rng = random.Random(5)
+    reasons = []
+    for i in range(2000):
+        value, kind = datagen.avro_message(rng, i, i % 2 == 1, schema_id=7)
+        if kind == "good":
+            assert value[:5] == b"\x00\x00\x00\x00\x07"
+            assert read(value[5:], schema)["id"] == i
+        elif value[:1] != b"\x00":
+            reasons.append("magic")
+        else:
+            with pytest.raises(ValueError):
+                read(value[5:], schema)
+            reasons.append("short")
+    assert set(reasons) == {"magic", "short"}
 
 
 def test_pyarrow_parses_every_format_of_the_good_records(generated):
