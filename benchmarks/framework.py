@@ -2,7 +2,7 @@
 
 Each run is a throwaway project (``pipelines/p.yml`` plus the repository's environments and a
 ``bench`` environment: ``local.yml`` with ``reader: replay`` and ``replay_path`` set to the
-dataset's files), prepared and run in-process with :func:`kafka_iceberg.runtime.run`, exactly as
+dataset's files), prepared and run in-process with :func:`kafka_iceberg.run.run`, exactly as
 ``ingest-<format>`` does, minus the event log and the progress line.
 """
 
@@ -109,7 +109,7 @@ def run_framework(pipeline_file: Path) -> FrameworkRun:
     """Prepare and run the pipeline to the end of its replay files (``available_now``)."""
     from kafka_iceberg.observe.metrics import Metrics
     from kafka_iceberg.observe.progress import Progress
-    from kafka_iceberg.runtime import Observers, open_session, prepare, run
+    from kafka_iceberg.run import Observers, open_session, prepare, run
 
     started = time.monotonic()
     prepared = prepare(pipeline_file, env_name="bench")

@@ -1,7 +1,7 @@
 """Produce-to-visible latency of the local environment's reader under a ``processing_time`` trigger.
 
 A flatten table (the 20-column schema, ``processing_time: "1 second"``) runs in a thread through
-:func:`kafka_iceberg.runtime.run` with the ``local`` environment (Spark's Kafka source on the
+:func:`kafka_iceberg.run.run` with the ``local`` environment (Spark's Kafka source on the
 local Apache Kafka broker). A producer sends timestamped records at a steady rate. Afterwards
 every record's Kafka timestamp (CreateTime, taken by the producer client at ``produce()``) is
 matched with the first snapshot whose commit marker covers its offset:
@@ -74,7 +74,7 @@ def measure_latency(
     from kafka_iceberg.local.readback import pyiceberg_catalog
     from kafka_iceberg.observe.metrics import Metrics
     from kafka_iceberg.observe.progress import Progress
-    from kafka_iceberg.runtime import Observers, open_session, prepare, run
+    from kafka_iceberg.run import Observers, open_session, prepare, run
 
     bootstrap = stack_status["kafka"]["bootstrap"]
     tag = f"{int(time.time()) % 10**6}"

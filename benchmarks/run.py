@@ -90,7 +90,7 @@ METHOD = [
     "Iceberg's S3FileIO; format version 2, zstd Parquet.",
     "- **Framework**: a throwaway project per run (`pipelines/p.yml` + the repository's environments and "
     "a `bench` environment = `local.yml` with `reader: replay` and `replay_path`), run in-process with "
-    "`kafka_iceberg.runtime.prepare/open_session/run` exactly like `ingest-<format>`, without the event "
+    "`kafka_iceberg.run.prepare/open_session/run` exactly like `ingest-<format>`, without the event "
     "log (buffered, one commit per 30 s) and the progress line. Flatten: declared 20-column schema, "
     "`schema_evolution: strict`, expectation `amt >= 0` (quarantine), `errors: {skip_error: true, "
     "quarantine_table: ...}`; other formats `errors: {skip_error: true}`; text and binary `mode: value`. "
@@ -127,7 +127,7 @@ METHOD = [
     "Peak RSS of the JVM only grows over the session, so compare heap peaks between runs.",
     "- **Layout**: files per commit = mean `added-data-files` of the commits that added rows, average file "
     "size from `inspect.files()` (pyiceberg, an independent reader).",
-    "- **Profile**: `benchmarks/stages.py` wraps the stages of `kafka_iceberg.runner` (decode, expectations, "
+    "- **Profile**: `benchmarks/stages.py` wraps the stages of `kafka_iceberg.run.batch` (decode, expectations, "
     "write rejections, error routing, quarantine append, table plan/apply/schema, marker lookup, commit) "
     "and times them exclusively; each stage runs in its own Spark job group so `statusTracker` counts the "
     "Spark jobs (passes over the data) it started.",

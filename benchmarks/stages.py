@@ -1,6 +1,6 @@
 """Where a micro-batch spends its time: exclusive wall time and Spark jobs per stage of ``BatchProcessor``.
 
-The stages of ``kafka_iceberg.runner`` are wrapped (monkeypatched for the duration of a ``with``
+The stages of ``kafka_iceberg.run.batch`` are wrapped (monkeypatched for the duration of a ``with``
 block). Spark is lazy, so a stage's time is the time of the actions it *triggers*: decoding shows
 up in whichever stage first counts or writes the decoded rows. Each stage also runs under its own
 Spark job group, so ``statusTracker`` tells how many Spark jobs (passes over data) it started.
@@ -19,18 +19,18 @@ from typing import Any
 # (object holding the attribute, attribute, stage label); resolved lazily so importing is cheap.
 BATCH = "batch (rest: raw count, schema lookup)"
 _TARGETS = (
-    ("kafka_iceberg.runner", "BatchProcessor._process", BATCH),
-    ("kafka_iceberg.runner", "decode", "decode (plan)"),
-    ("kafka_iceberg.runner", "apply_expectations", "expectations"),
-    ("kafka_iceberg.runner", "write_rejections", "write rejections"),
+    ("kafka_iceberg.run.batch", "BatchProcessor._process", BATCH),
+    ("kafka_iceberg.run.batch", "decode", "decode (plan)"),
+    ("kafka_iceberg.run.batch", "apply_expectations", "expectations"),
+    ("kafka_iceberg.run.batch", "write_rejections", "write rejections"),
     ("kafka_iceberg.checks.routing", "ErrorRouter.route", "error routing"),
-    ("kafka_iceberg.runner", "QuarantineTable.append", "quarantine append"),
+    ("kafka_iceberg.write.quarantine", "QuarantineTable.append", "quarantine append"),
     ("kafka_iceberg.write.writer", "TableWriter.plan", "table plan (catalog)"),
     ("kafka_iceberg.write.writer", "TableWriter.apply", "table apply (catalog)"),
     ("kafka_iceberg.write.writer", "TableWriter.current_schema", "table schema (catalog)"),
     ("kafka_iceberg.write.writer", "TableWriter.last_commit", "marker lookup (catalog)"),
     ("kafka_iceberg.write.writer", "TableWriter.commit", "commit (write + catalog)"),
-    ("kafka_iceberg.source.streaming", "batch_offsets", "batch offsets (streaming)"),
+    ("kafka_iceberg.run.streaming", "batch_offsets", "batch offsets (streaming)"),
 )
 UNGROUPED = "(no job group: Spark write inside the commit callback)"
 

@@ -97,7 +97,7 @@ def test_plan_settings_are_masked_and_resolved_secrets_redacted(project):
     """What ``plan`` prints for catalogs (``catalog_settings``): references or masks, never a value;
     a resolved value is scrubbed from anything printed once registered."""
     from kafka_iceberg.refs import MASK, redact
-    from kafka_iceberg.runtime import catalog_settings, prepare
+    from kafka_iceberg.run import catalog_settings, prepare
 
     prepared = prepare(project / "pipelines", env_name="local")
     settings = catalog_settings(prepared)
@@ -108,10 +108,11 @@ def test_plan_settings_are_masked_and_resolved_secrets_redacted(project):
     for key, value in lake.items():
         if SENSITIVE_KEY.search(key):
             assert value in (MASK, "") or value.startswith("${"), (key, value)
-    for rendered in prepared.rendered.values():
+    _assert_clean(repr(prepared.settings))  # resolved once by prepare, masked when shown
+    for name, rendered in prepared.rendered.items():
         _assert_clean(json.dumps(rendered.masked()))
-        resolved = prepared.resolver.resolve_tree(dict(rendered.conf))
-        assert any(v in resolved.values() for v in SECRETS.values())  # the resolver really sees them
+        resolved = prepared.settings.catalogs[name]
+        assert any(v in resolved.values() for v in SECRETS.values())  # prepare really resolved them
         _assert_clean(json.dumps(mask_mapping(resolved)))  # masked by key name
         for key, value in resolved.items():  # and ${secret:...} values are scrubbed from any text
             if rendered.conf[key].startswith("${secret:"):

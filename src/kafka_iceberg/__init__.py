@@ -6,7 +6,8 @@ validated :class:`TableSpec` models.
 
 from __future__ import annotations
 
-from kafka_iceberg.api import (
+from kafka_iceberg.errors import ConfigError, KafkaIcebergError, Problem
+from kafka_iceberg.spec.api import (
     ListRegistry,
     Registry,
     expect,
@@ -16,7 +17,6 @@ from kafka_iceberg.api import (
     registration_context,
     table,
 )
-from kafka_iceberg.errors import ConfigError, KafkaIcebergError, Problem
 from kafka_iceberg.spec.load import load_pipeline, load_pipelines, parse_pipeline
 from kafka_iceberg.spec.model import Pipeline, TableSpec
 

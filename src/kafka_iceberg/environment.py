@@ -247,12 +247,6 @@ def local_resolver(environ: Mapping[str, str] | None = None, stack_dir: Path | N
     return Resolver(env=environ if environ is not None else os.environ, local=describe)
 
 
-def checkpoint_dir(env: Environment, resolver: Resolver, pipeline: str, table: str) -> str:
-    """Per-table checkpoint location under the environment's checkpoint root."""
-    root = resolver.value(env.checkpoint_root).rstrip("/")
-    return f"{root}/{pipeline}/{table}"
-
-
 __all__ = [
     "DEFAULT_ENV",
     "Environment",
@@ -260,7 +254,6 @@ __all__ = [
     "KafkaSettings",
     "OutageRetry",
     "available_environments",
-    "checkpoint_dir",
     "find_environment_file",
     "load_environment",
     "local_resolver",

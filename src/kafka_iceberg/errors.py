@@ -7,7 +7,8 @@ and a list of lines, never a stack trace. Everything else derives from :class:`K
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,9 @@ __all__ = [
 ]
 
 _MAX_VALUE_CHARS = 80
+_FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more)")
+_PACKAGE = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z]\w*(?:Exception|Error))\b")
+_MAX_REASON = 300
 
 
 def show_value(value: Any) -> str:
@@ -163,3 +167,53 @@ class RecordError(KafkaIcebergError):
 
 class RegistryUnavailableError(KafkaIcebergError):
     """The schema registry did not answer (or answered with a server error) through every retry."""
+
+
+# -- one line for a log, from any error (Python or Java behind py4j) ----------------------------
+def error_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes (or contexts), outermost first, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _java_chain(java: Any) -> Iterator[str]:
+    # A Java throwable behind a py4j error: toString() of it and of each cause.
+    for _ in range(20):
+        if java is None:
+            return
+        try:
+            yield str(java.toString())
+            java = java.getCause()
+        except Exception:  # the JVM may be gone or the object not a Throwable
+            return
+
+
+def messages(exc: BaseException) -> list[str]:
+    """Every message in an error and its causes, Python and Java, outermost first, stack frames left out."""
+    out: list[str] = []
+    for error in error_chain(exc):
+        out.append(f"{type(error).__name__}: {error}")
+        for attr in ("java_exception", "_origin"):  # Py4JJavaError, pyspark's CapturedException
+            out.extend(_java_chain(getattr(error, attr, None)))
+    lines: list[str] = []
+    for text in out:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line and not _FRAME.match(line):
+                lines.append(line.removeprefix("Caused by: "))
+    return lines
+
+
+def summary(exc: BaseException) -> str:
+    """One line for a log: the innermost message of ``exc``, package names left out."""
+    lines = messages(exc)
+    return short_message(lines[-1]) if lines else type(exc).__name__
+
+
+def short_message(line: str) -> str:
+    """``line`` without Java package names, cut to a log line's length."""
+    return _PACKAGE.sub(r"\1", line)[:_MAX_REASON]

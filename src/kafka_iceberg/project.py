@@ -137,6 +137,10 @@ class Report:
         """Number of tables across all pipelines."""
         return sum(len(p.tables) for p in self.pipelines)
 
+    def environment(self, name: str) -> Environment:
+        """The loaded environment ``name`` (validation reported it when it is missing or broken)."""
+        return next(env for env in self.environments if env.name == name)
+
 
 def validate_project(
     pipeline_path: Path,

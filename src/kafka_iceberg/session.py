@@ -98,7 +98,15 @@ def get_spark(
 
 
 def attach_catalogs(spark: SparkSession, catalogs: Iterable[RenderedCatalog], resolver: Resolver) -> None:
-    """Resolve each catalog's settings, set them on the running session and load the catalog.
+    """Resolve each catalog's settings with ``resolver``, then :func:`attach_resolved`."""
+    catalogs = list(catalogs)
+    attach_resolved(spark, catalogs, {c.name: resolver.settings(c.conf) for c in catalogs})
+
+
+def attach_resolved(
+    spark: SparkSession, catalogs: Iterable[RenderedCatalog], values: Mapping[str, Mapping[str, str]]
+) -> None:
+    """Set each catalog's resolved settings (``values[name]``) on the running session and load the catalog.
 
     Credentials do not stay in the session's settings: Spark copies every session setting into
     the properties of each job it runs, and event logs record those unredacted (only settings of
@@ -112,8 +120,7 @@ def attach_catalogs(spark: SparkSession, catalogs: Iterable[RenderedCatalog], re
             for k, raw in catalog.conf.items()
             if k in catalog.secret_keys or (k.startswith(prefix) and is_sensitive(k[len(prefix) :], raw))
         ]
-        for key, raw in catalog.conf.items():
-            value = resolver.setting(key, raw)
+        for key, value in values[catalog.name].items():
             if spark.conf.get(key, None) != value:
                 spark.conf.set(key, value)
         if secret:

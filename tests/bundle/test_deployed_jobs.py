@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from kafka_iceberg.demo import PAYMENT_V2, avro_value, debezium_event
+from kafka_iceberg.cli.demo import PAYMENT_V2, avro_value, debezium_event
 from kafka_iceberg.local.readback import pyiceberg_catalog, read_topic
 from kafka_iceberg.spec.load import load_pipeline
 from kafka_iceberg.spec.model import TableSpec

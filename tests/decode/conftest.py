@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kafka_iceberg.decode import Decoded, decode
-from kafka_iceberg.decode.arrow import unsupported as arrow_unsupported
 from kafka_iceberg.decode.arrow import uses_arrow
+from kafka_iceberg.spec.load import arrow_decoder_unsupported as arrow_unsupported
 from kafka_iceberg.spec.model import TableSpec
 
 DATA = Path(__file__).with_name("data")

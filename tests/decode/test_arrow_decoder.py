@@ -19,7 +19,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kafka_iceberg.decode.arrow import AUTO_ARROW, Layout, certify_batch, unsupported, uses_arrow
+from kafka_iceberg.decode.arrow import AUTO_ARROW, Layout, certify_batch, uses_arrow
+from kafka_iceberg.spec.load import arrow_decoder_unsupported as unsupported
 from kafka_iceberg.spec.load import load_pipeline, table_problems
 from kafka_iceberg.spec.model import TableSpec
 from tests.corpus import load, load_target

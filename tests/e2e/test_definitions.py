@@ -8,7 +8,7 @@ import pytest
 
 from kafka_iceberg.observe.metrics import Metrics
 from kafka_iceberg.observe.progress import Progress
-from kafka_iceberg.runtime import Observers, open_session, prepare, run
+from kafka_iceberg.run import Observers, open_session, prepare, run
 from tests.support.kafka import produce
 from tests.support.project import REPO
 

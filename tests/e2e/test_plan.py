@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from kafka_iceberg.refs import secret_env_name
-from kafka_iceberg.runtime import plan, prepare
+from kafka_iceberg.run import plan, prepare
 from tests.support.kafka import create_topic
 from tests.support.project import REPO, entry_point, project
 from tests.support.run import run_pipeline, unique

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from kafka_iceberg.demo import avro_value
+from kafka_iceberg.cli.demo import avro_value
 from tests.support.kafka import consume_all, produce
 from tests.support.project import entry_point, project
 from tests.support.run import run_pipeline, unique

@@ -13,8 +13,8 @@ from confluent_kafka.admin import AdminClient
 from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
 
 from kafka_iceberg.maintain import TableMaintainer
-from kafka_iceberg.runtime import prepare
-from kafka_iceberg.verify import read_markers, render_text, verify_pipeline
+from kafka_iceberg.observe.verify import read_markers, render_text, verify_pipeline
+from kafka_iceberg.run import prepare
 from tests.support.kafka import create_topic, produce
 from tests.support.project import entry_point, project
 from tests.support.run import run_pipeline, unique

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kafka_iceberg.environment import KafkaSettings
-from kafka_iceberg.kafka import client_config, describe_options, spark_source_options
 from kafka_iceberg.refs import MASK, Resolver, secret_env_name
+from kafka_iceberg.source.kafka import client_config, describe_options, spark_source_options
 from kafka_iceberg.spec.model import SourceSpec
 
 SASL = KafkaSettings(

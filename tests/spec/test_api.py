@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import kafka_iceberg as ki
-from kafka_iceberg.api import resolve_transform
 from kafka_iceberg.errors import ConfigError
+from kafka_iceberg.spec.api import resolve_transform
 from kafka_iceberg.spec.load import load_pipeline, parse_pipeline
 
 REPO = Path(__file__).resolve().parents[2]

@@ -260,8 +260,8 @@ def test_through_a_subprocess_as_a_user_runs_it(case_id, tmp_path):
 def test_transform_function_is_checked_at_run_not_by_validate(tmp_path, capsys):
     """Documented limit: validate checks the transform's module exists without importing it (importing
     user code could start Spark); a missing function is a ConfigError (exit 2) when the run resolves it."""
-    from kafka_iceberg.api import resolve_transform
     from kafka_iceberg.errors import ConfigError
+    from kafka_iceberg.spec.api import resolve_transform
 
     with pytest.raises(ConfigError) as info:
         resolve_transform("json:no_such_function")

@@ -11,7 +11,7 @@ from typing import Any
 from kafka_iceberg.observe.metrics import Metrics
 from kafka_iceberg.observe.progress import Progress
 from kafka_iceberg.observe.report import BatchReport
-from kafka_iceberg.runtime import Observers, open_session, prepare, run
+from kafka_iceberg.run import Observers, open_session, prepare, run
 from tests.support.project import project
 
 

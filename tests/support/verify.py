@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafka_iceberg.runtime import prepare
-from kafka_iceberg.verify import TableResult, render_text, verify_pipeline
+from kafka_iceberg.observe.verify import TableResult, render_text, verify_pipeline
+from kafka_iceberg.run import prepare
 
 
 def assert_verified(pipeline: Path, env: str = "local") -> list[TableResult]:

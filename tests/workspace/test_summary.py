@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from kafka_iceberg.cli.pipelines import force_available_now
 from kafka_iceberg.observe.report import BatchReport
 from kafka_iceberg.observe.summary import parse_summary, summarize, summary_line
 
@@ -52,11 +51,10 @@ def test_parse_summary_without_a_line_or_with_a_broken_one():
     assert parse_summary("kafka-iceberg-summary: {not json") is None
 
 
-def test_available_now_overrides_every_table_trigger():
-    from kafka_iceberg.runtime import prepare
+def test_available_now_overrides_every_table_trigger(stack):  # the local environment resolves against the stack
+    from kafka_iceberg.run import prepare
 
-    prepared = prepare(REPO / "pipelines" / "shop.yml", env_name="local")
-    force_available_now(prepared)
+    prepared = prepare(REPO / "pipelines" / "shop.yml", env_name="local", available_now=True)
 
     assert prepared.jobs
     assert all(j.spec.trigger.available_now and not j.spec.trigger.processing_time for j in prepared.jobs)

@@ -50,7 +50,7 @@ def apply_expectations(
         raw: the Kafka-shaped batch, to give quarantined records their original bytes.
         expectations: rule name → rule.
         payload_columns: columns serialised into ``_decoded`` for quarantined records.
-        persist: caches a DataFrame for the rest of the batch (the runner releases it).
+        persist: caches a DataFrame for the rest of the batch (the batch processor releases it).
 
     Returns:
         The rows to write, the quarantined records as error rows (or None), and the counts.

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kafka_iceberg.cli import pipelines
-from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, run_guarded, setup_logging, table
+from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, run_guarded, setup_logging
 from kafka_iceberg.cli.pipelines import add_check_arg, add_pipeline_args, add_run_args
 from kafka_iceberg.cli.workspace import add_workspace_parser
+from kafka_iceberg.observe.text import table
 from kafka_iceberg.paths import run_dir
 
 
@@ -87,8 +88,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from kafka_iceberg.runtime import prepare
-    from kafka_iceberg.verify import render_json, render_text, verify_pipeline
+    from kafka_iceberg.observe.verify import render_json, render_text, verify_pipeline
+    from kafka_iceberg.run import prepare
 
     prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
     results = verify_pipeline(prepared, table=args.table)
@@ -97,7 +98,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from kafka_iceberg.demo import run_demo
+    from kafka_iceberg.cli.demo import run_demo
 
     counts = run_demo(emit, Path(args.pipeline), Path(args.run_dir) if args.run_dir else None)
     return EXIT_OK if counts.get("sales.orders") and not counts.get("verify_failed") else EXIT_FAILED

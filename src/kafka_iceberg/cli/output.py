@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from kafka_iceberg.errors import ConfigError, KafkaIcebergError
@@ -31,7 +31,7 @@ def setup_logging(verbose: bool = False) -> None:
     for noisy in ("py4j", "urllib3", "botocore", "pyiceberg"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # An error raised in a streaming batch is reported once, by the run, as the batch raised it
-    # (source.streaming.RunningQuery); py4j's callback server would log it again with a traceback.
+    # (run.streaming.RunningQuery); py4j's callback server would log it again with a traceback.
     # Never DEBUG: py4j then logs every command it sends, credentials included.
     logging.getLogger("py4j.clientserver").setLevel(logging.WARNING if verbose else logging.CRITICAL)
 
@@ -44,15 +44,6 @@ def emit(text: str, stream: TextIO | None = None) -> None:
 def emit_json(data: Any) -> None:
     """Print one JSON document."""
     emit(json.dumps(data, indent=2, sort_keys=False, default=str))
-
-
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    """A plain fixed-width text table."""
-    cells = [[str(h) for h in headers], *[["" if v is None else str(v) for v in row] for row in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def run_guarded(action: Callable[[], int], *, verbose: bool = False) -> int:

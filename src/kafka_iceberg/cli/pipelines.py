@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, table
+from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json
 from kafka_iceberg.observe.summary import summarize, summary_line
+from kafka_iceberg.observe.text import table
 
 if TYPE_CHECKING:
-    from kafka_iceberg.runtime import Prepared
+    from kafka_iceberg.run import Prepared
 
 
 def add_pipeline_args(parser: argparse.ArgumentParser, *, pipeline_default: str | None = "pipelines") -> None:
@@ -39,17 +40,7 @@ def add_check_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def check_start(prepared: Prepared) -> int:
-    """What ``--check`` does after :func:`~kafka_iceberg.runtime.prepare`: resolve what the run uses.
-
-    Raises:
-        ConfigError: one problem per reference that does not resolve.
-    """
-    from kafka_iceberg.errors import ConfigError
-    from kafka_iceberg.runtime import unresolved_references
-
-    problems = unresolved_references(prepared)
-    if problems:
-        raise ConfigError(problems)
+    """What ``--check`` prints once :func:`~kafka_iceberg.run.prepare` validated and resolved what the run uses."""
     emit(
         f"ready: {len(prepared.jobs)} table(s), environment {prepared.env.name}, "
         f"catalog(s) {', '.join(prepared.rendered)}"
@@ -75,7 +66,7 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Dry run: tables, schemas, partition specs, changes, rendered settings (secrets masked)."""
-    from kafka_iceberg.runtime import catalog_settings, open_session, plan, prepare
+    from kafka_iceberg.run import catalog_settings, open_session, plan, prepare
 
     prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
     spark = open_session(prepared)
@@ -111,13 +102,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def run_tables(args: argparse.Namespace, formats: set[str] | None) -> int:
     """Run the selected tables until drained (available_now) or stopped (processing_time)."""
     from kafka_iceberg.observe.progress import Progress
-    from kafka_iceberg.runtime import observers_for, open_session, prepare, run, stop_on_signals
+    from kafka_iceberg.run import observers_for, open_session, prepare, run, stop_on_signals
 
-    prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog, formats=formats)
+    available_now = getattr(args, "available_now", False)
+    prepared = prepare(
+        Path(args.pipeline), env_name=args.env, catalog=args.catalog, formats=formats, available_now=available_now
+    )
     if getattr(args, "check", False):
         return check_start(prepared)
-    if getattr(args, "available_now", False):
-        force_available_now(prepared)
     spark = open_session(prepared)
     pipeline_id = prepared.jobs[0].pipeline.pipeline
     observers = observers_for(prepared, spark, pipeline_id, Progress(enabled=args.progress))
@@ -137,16 +129,6 @@ def run_tables(args: argparse.Namespace, formats: set[str] | None) -> int:
     return EXIT_OK
 
 
-def force_available_now(prepared: Prepared) -> None:
-    """Make every table of ``prepared`` drain and stop (``--available-now``), whatever its trigger."""
-    import dataclasses
-
-    from kafka_iceberg.spec.model import Trigger
-
-    drain = Trigger(available_now=True)
-    prepared.jobs = [dataclasses.replace(j, spec=j.spec.model_copy(update={"trigger": drain})) for j in prepared.jobs]
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """``kafka-iceberg run``: every table of the pipeline(s)."""
     return run_tables(args, None)
@@ -156,7 +138,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     """Prometheus text rebuilt from the JSON-lines metrics a run left in the environment's metrics_dir."""
     from kafka_iceberg.environment import load_environment
     from kafka_iceberg.observe.metrics import metrics_from_jsonl
-    from kafka_iceberg.runtime import resolver_for
+    from kafka_iceberg.run import resolver_for
 
     directory = Path(args.dir) if args.dir else None
     if directory is None:
@@ -173,9 +155,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_capture(args: argparse.Namespace) -> int:
     """Record a live topic into replay files."""
     from kafka_iceberg.environment import load_environment
-    from kafka_iceberg.kafka import resolved_client_config
-    from kafka_iceberg.runtime import resolver_for
+    from kafka_iceberg.run import resolver_for
     from kafka_iceberg.source.capture import capture
+    from kafka_iceberg.source.kafka import resolved_client_config
 
     env = load_environment(args.env, Path(args.pipeline))
     config = resolved_client_config(env.kafka, "consumer", resolver_for(env))
@@ -188,7 +170,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     """Maintain every table of the pipeline(s), their quarantine tables and the event log."""
     from kafka_iceberg.maintain import TableMaintainer
     from kafka_iceberg.observe.progress import Progress
-    from kafka_iceberg.runtime import maintenance_targets, observers_for, open_session, prepare
+    from kafka_iceberg.run import maintenance_targets, observers_for, open_session, prepare
 
     prepared = prepare(Path(args.pipeline), env_name=args.env, catalog=args.catalog)
     if getattr(args, "check", False):

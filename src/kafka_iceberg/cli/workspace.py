@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json, table
+from kafka_iceberg.cli.output import EXIT_FAILED, EXIT_OK, emit, emit_json
+from kafka_iceberg.observe.text import table
 
 
 def add_workspace_parser(sub: Any) -> None:

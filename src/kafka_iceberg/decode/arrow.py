@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, outcome_of, payload_part, split
 from kafka_iceberg.decode.sql import convert, converted_ok, ident, sql_type
+from kafka_iceberg.spec.load import arrow_decoder_unsupported
 from kafka_iceberg.spec.model import CsvLayout, TableSpec
 
 if TYPE_CHECKING:
@@ -84,20 +85,10 @@ class Layout:
         )
 
 
-def unsupported(spec: TableSpec) -> str | None:
-    """Why ``decoder: arrow`` cannot be used for this table (None: it can)."""
-    if spec.source.format == "flatten" and spec.schema_evolution != "strict":
-        return (
-            "spark or auto (flatten with schema_evolution add_columns or full finds new columns "
-            "with Spark's parser first; the arrow decoder needs schema_evolution strict)"
-        )
-    return None
-
-
 def uses_arrow(spec: TableSpec) -> bool:
     """Whether the table is decoded by the Arrow decoder (text and binary have nothing to parse)."""
     fmt, decoder = spec.source.format, spec.source.decoder
-    if fmt not in ("json", "flatten", "csv") or unsupported(spec) is not None:
+    if fmt not in ("json", "flatten", "csv") or arrow_decoder_unsupported(spec) is not None:
         return False
     return decoder == "arrow" or (decoder == "auto" and fmt in AUTO_ARROW)
 

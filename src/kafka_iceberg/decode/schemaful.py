@@ -121,7 +121,7 @@ def build_codec(frame: DataFrame, spec: TableSpec, *, base_dir: Path | None = No
 
     src = spec.source
     part, source = payload_part(spec)
-    upsert = spec.commit_mode == "upsert"
+    upsert = spec.upserts
     if frame.isStreaming:
         raise _config_error(
             spec, "source.format", src.format, "decode each micro-batch (foreachBatch): schema ids are read per batch"

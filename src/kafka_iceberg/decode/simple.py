@@ -20,7 +20,7 @@ def _parts(spec: TableSpec) -> tuple[bool, bool]:
 
 
 def _tombstone_flag(spec: TableSpec, uses_value: bool) -> str:
-    return f"{VALUE} IS NULL" if spec.commit_mode == "upsert" and uses_value else "false"
+    return f"{VALUE} IS NULL" if spec.upserts and uses_value else "false"
 
 
 def text_plan(spec: TableSpec) -> Plan:

@@ -61,7 +61,7 @@ def null_payload(plan: Plan, spec: TableSpec, payload: dict[str, str], nonce: st
     """
     if spec.source.effective_mode == "key":
         return NullPayload(_always("null key: mode key decodes the message key, which is null"), {}, "false")
-    if spec.commit_mode != "upsert":
+    if not spec.upserts:
         return NullPayload(
             _always(f"null value (tombstone) but commit_mode is {spec.commit_mode}, not upsert"), {}, "false"
         )

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafka_iceberg.errors import summary
 from kafka_iceberg.observe.report import BatchReport, MaintenanceReport
-from kafka_iceberg.outages import summary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

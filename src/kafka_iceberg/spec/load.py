@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from kafka_iceberg.config import parse_model, read_yaml
-from kafka_iceberg.decode.arrow import unsupported as arrow_unsupported
 from kafka_iceberg.errors import MISSING, ConfigError, Problem
 from kafka_iceberg.locate import make_importable
 from kafka_iceberg.spec.columns import FIXED_COLUMNS, payload_columns, table_columns
@@ -141,9 +140,19 @@ def _duplicate_problems(tables: list[TableSpec], file: str) -> list[Problem]:
     return out
 
 
+def arrow_decoder_unsupported(table: TableSpec) -> str | None:
+    """Why ``source.decoder: arrow`` cannot decode this table (None: it can)."""
+    if table.source.format == "flatten" and table.schema_evolution != "strict":
+        return (
+            "spark or auto (flatten with schema_evolution add_columns or full finds new columns "
+            "with Spark's parser first; the arrow decoder needs schema_evolution strict)"
+        )
+    return None
+
+
 def arrow_writer_unsupported(table: TableSpec) -> str | None:
     """Why ``write.engine: arrow`` cannot write this table (None: it can)."""
-    if table.commit_mode != "append":
+    if not table.appends_only:
         return f"spark or auto (the arrow writer appends; commit_mode {table.commit_mode} needs Spark's writer)"
     if table.write.sort_order:
         return "spark or auto (the arrow writer does not sort; write.sort_order needs Spark's writer)"
@@ -158,7 +167,7 @@ def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | No
         out.append(Problem(file, f"{key}.{path}", value, expected, code))
 
     src, fmt = table.source, table.source.format
-    if src.decoder == "arrow" and (why := arrow_unsupported(table)) is not None:
+    if src.decoder == "arrow" and (why := arrow_decoder_unsupported(table)) is not None:
         add("source.decoder", "arrow", why)
     if table.write.engine == "arrow" and (why := arrow_writer_unsupported(table)) is not None:
         add("write.engine", "arrow", why)
@@ -192,7 +201,7 @@ def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | No
     if src.envelope == "debezium":
         if fmt not in ("json", "avro"):
             add("source.envelope", "debezium", f"format json or avro for a Debezium envelope (format is {fmt})")
-        if table.commit_mode != "upsert":
+        if not table.upserts:
             add(
                 "commit_mode",
                 table.commit_mode,
@@ -200,7 +209,7 @@ def table_problems(table: TableSpec, *, file: str, key: str, base_dir: Path | No
             )
         if src.effective_mode != "value":
             add("source.mode", src.mode, "value for source.envelope debezium (the change event is the value)")
-    if table.commit_mode == "upsert" and not table.key_fields:
+    if table.upserts and not table.key_fields:
         add("key_fields", [], "a non-empty list of columns when commit_mode is upsert", "MISSING_KEY")
     if table.errors.quarantine_table == table.identifier:
         add("errors.quarantine_table", table.errors.quarantine_table, "a table other than the target itself")
@@ -283,7 +292,7 @@ def load_pipeline(path: Path) -> Pipeline:
     Raises:
         ConfigError: the file or any table in it (YAML or Python) is invalid.
     """
-    from kafka_iceberg.api import load_definitions
+    from kafka_iceberg.spec.api import load_definitions
 
     # The one place modules named by `transform:` and `definitions` become importable from the project.
     make_importable(path)

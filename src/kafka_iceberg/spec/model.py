@@ -389,6 +389,26 @@ class TableSpec(Frozen):
         """Parsed ``partitioning`` entries."""
         return [parse_partition_field(p) for p in self.partitioning]
 
+    # What ``commit_mode`` implies for every stage, decided here and nowhere else.
+    @property
+    def upserts(self) -> bool:
+        """Rows merge on ``key_fields`` and a null value (or a Debezium delete) deletes its key.
+
+        Decode emits tombstone rows, checks reject rows without keys, write merges (merge-on-read
+        tables). Under append and overwrite a null value is an error record.
+        """
+        return self.commit_mode == "upsert"
+
+    @property
+    def replaces_rows(self) -> bool:
+        """A batch may replace rows already committed (overwrite, upsert): rows are not records one to one."""
+        return self.commit_mode in ("overwrite", "upsert")
+
+    @property
+    def appends_only(self) -> bool:
+        """Every batch only adds rows (append): what the Arrow writer can write."""
+        return self.commit_mode == "append"
+
 
 class Pipeline(Frozen):
     """A pipeline file: an id, a default catalog and its tables."""

@@ -200,7 +200,7 @@ def _sort_entries(spec: TableSpec) -> list[tuple[str, str]]:
 
 
 def _check_upsert_columns(spec: TableSpec, columns: StructType) -> None:
-    if spec.commit_mode != "upsert":
+    if not spec.upserts:
         return
     names = {f.name.lower() for f in columns.fields}
     problems = [

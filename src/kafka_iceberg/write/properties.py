@@ -44,7 +44,7 @@ def table_properties(spec: TableSpec) -> dict[str, str]:
         TARGET_FILE_SIZE_BYTES: str(spec.write.target_file_size_mb * 1024 * 1024),
         PARQUET_COMPRESSION: _CODECS.get(spec.write.compression, spec.write.compression),
     }
-    if spec.commit_mode == "upsert":
+    if spec.upserts:
         out[MERGE_MODE] = MERGE_MODE_DEFAULT
     out.update(spec.write.properties)
     return out

@@ -31,6 +31,7 @@ from kafka_iceberg.checks.error_topic import H_OFFSET, H_PARTITION, H_PIPELINE, 
 from kafka_iceberg.errors import KafkaIcebergError
 from kafka_iceberg.write.marker import (
     BATCH_ID_KEY,
+    DROPPED_KEY,
     OFFSETS_KEY,
     PIPELINE_KEY,
     STREAM_KEY,
@@ -39,8 +40,6 @@ from kafka_iceberg.write.marker import (
 )
 
 Coordinate = tuple[str, int, int]
-DROPPED_KEY = "kafka-iceberg.dropped"
-QUARANTINE_STREAM = "quarantine"
 SCAN_TIMEOUT_S = 300.0
 _MAX_LISTED = 20
 
@@ -395,7 +394,7 @@ def verify_table(
 # -- output --------------------------------------------------------------------------------------
 def render_text(results: list[TableResult]) -> str:
     """Per table: one line per partition (expected, found, missing, duplicated), then the problems."""
-    from kafka_iceberg.cli.output import table as text_table
+    from kafka_iceberg.observe.text import table as text_table
 
     blocks = []
     for r in results:
@@ -437,15 +436,14 @@ def pyiceberg_catalog_for(prepared: Any, name: str) -> Any:
 
     from kafka_iceberg.refs import find_refs
 
-    rendered = prepared.rendered[name]
-    props = rendered.properties()
-    if any(ref.kind == "local" for raw in props.values() for ref in find_refs(raw)):
+    if any(ref.kind == "local" for raw in prepared.rendered[name].properties().values() for ref in find_refs(raw)):
         from kafka_iceberg.local.readback import pyiceberg_catalog
         from kafka_iceberg.local.stack import LocalStack
         from kafka_iceberg.paths import run_dir
 
         return pyiceberg_catalog(LocalStack(run_dir()).status(), name)
-    resolved = {_PYICEBERG_NAMES.get(k, k): prepared.resolver.value(v) for k, v in props.items() if k not in _JAVA_ONLY}
+    props = prepared.settings.catalog_properties(name)
+    resolved = {_PYICEBERG_NAMES.get(k, k): v for k, v in props.items() if k not in _JAVA_ONLY}
     return load_catalog(name, **resolved)
 
 
@@ -455,9 +453,7 @@ def verify_pipeline(prepared: Any, *, table: str | None = None) -> list[TableRes
     Raises:
         VerifyError: a topic could not be read to its end.
     """
-    from kafka_iceberg.kafka import resolved_client_config
-
-    kafka = resolved_client_config(prepared.env.kafka, "consumer", prepared.resolver)
+    kafka = dict(prepared.settings.kafka["consumer"])
     catalogs: dict[str, Any] = {}
     results = []
     for job in prepared.jobs:
@@ -468,7 +464,7 @@ def verify_pipeline(prepared: Any, *, table: str | None = None) -> list[TableRes
         results.append(
             verify_table(
                 catalogs[job.catalog], kafka, pipeline=job.pipeline.pipeline, table=job.spec.identifier,
-                upsert=job.spec.commit_mode in ("upsert", "overwrite"),
+                upsert=job.spec.replaces_rows,
                 quarantine_table=job.spec.errors.quarantine_table, error_topic=job.spec.errors.error_topic,
             )
         )  # fmt: skip

@@ -26,8 +26,8 @@ from typing import Any
 from kafka_iceberg.checks.error_topic import read_records
 from kafka_iceberg.local.readback import pyiceberg_catalog
 from kafka_iceberg.local.stack import LocalStack
+from kafka_iceberg.observe.verify import render_text, verify_pipeline
 from kafka_iceberg.paths import RUN_DIR_ENV, run_dir
-from kafka_iceberg.verify import render_text, verify_pipeline
 
 Say = Callable[[str], None]
 READERS = {"spark": "Spark's Kafka source", "direct": "the direct Kafka reader", "replay": "replay files"}
@@ -160,7 +160,7 @@ def _produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]]) -> 
 
 
 def _show(say: Say, title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    from kafka_iceberg.cli.output import table
+    from kafka_iceberg.observe.text import table
 
     say(f"\n{title} ({len(rows)} rows)")
     say(table([[_cell(r.get(c)) for c in columns] for r in rows], columns))
@@ -174,7 +174,7 @@ def _cell(value: Any) -> str:
 def run_demo(say: Say, pipeline: Path = Path("pipelines/shop.yml"), stack_dir: Path | None = None) -> dict[str, int]:
     """Run the demo; returns row counts per table (as read back through pyiceberg)."""
     from kafka_iceberg.observe.progress import Progress
-    from kafka_iceberg.runtime import observers_for, open_session, prepare, run
+    from kafka_iceberg.run import observers_for, open_session, prepare, run
 
     directory = stack_dir or run_dir() / "demo"
     shutil.rmtree(directory, ignore_errors=True)  # a fresh lakehouse every time: the demo is repeatable

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kafka_iceberg.verify import batch_continuity, reconcile, render_json, render_text
+from kafka_iceberg.observe.verify import batch_continuity, reconcile, render_json, render_text
 
 T = "src"
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from kafka_iceberg.checks.error_topic import ErrorTopicError
-from kafka_iceberg.errors import KafkaIcebergError, ServiceUnavailableError
+from kafka_iceberg.errors import KafkaIcebergError, ServiceUnavailableError, error_chain, messages, short_message
 
 CATALOG, OBJECT_STORE, BROKER = "catalog", "object store", "Kafka broker"
 _JITTER = 0.1  # up to +10 % on each wait, like commit retries
@@ -52,9 +51,6 @@ _SERVICE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (CATALOG, re.compile(r"org\.apache\.iceberg\.rest|RESTException|hive\.metastore|TTransportException|Glue")),
 )
-_FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more)")
-_PACKAGE = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z]\w*(?:Exception|Error))\b")
-_MAX_REASON = 300
 
 
 @dataclass(frozen=True)
@@ -121,49 +117,6 @@ class OutagePolicy:
         )
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def _java_chain(java: Any) -> Iterator[str]:
-    # A Java throwable behind a py4j error: toString() of it and of each cause.
-    for _ in range(20):
-        if java is None:
-            return
-        try:
-            yield str(java.toString())
-            java = java.getCause()
-        except Exception:  # the JVM may be gone or the object not a Throwable
-            return
-
-
-def messages(exc: BaseException) -> list[str]:
-    """Every message in an error and its causes, Python and Java, outermost first, stack frames left out."""
-    out: list[str] = []
-    for error in _chain(exc):
-        out.append(f"{type(error).__name__}: {error}")
-        for attr in ("java_exception", "_origin"):  # Py4JJavaError, pyspark's CapturedException
-            out.extend(_java_chain(getattr(error, attr, None)))
-    lines: list[str] = []
-    for text in out:
-        for raw in text.splitlines():
-            line = raw.strip()
-            if line and not _FRAME.match(line):
-                lines.append(line.removeprefix("Caused by: "))
-    return lines
-
-
-def summary(exc: BaseException) -> str:
-    """One line for a log: the innermost message of ``exc``, package names left out."""
-    lines = messages(exc)
-    return _short(lines[-1]) if lines else type(exc).__name__
-
-
 def _kafka_outage(exc: BaseException) -> str | None:
     # confluent-kafka raises KafkaException(KafkaError); retriable codes and transport errors count.
     try:
@@ -193,10 +146,6 @@ def _kafka_outage(exc: BaseException) -> str | None:
     return None
 
 
-def _short(line: str) -> str:
-    return _PACKAGE.sub(r"\1", line)[:_MAX_REASON]
-
-
 def classify(exc: BaseException, endpoints: Sequence[Endpoint]) -> Outage | None:
     """The outage ``exc`` shows, or None when it is not a connection-level failure of a known service.
 
@@ -204,7 +153,7 @@ def classify(exc: BaseException, endpoints: Sequence[Endpoint]) -> Outage | None
     configured endpoint decides the service, else the first that names a client library.
     """
     brokers = [e for e in endpoints if e.service == BROKER]
-    for error in _chain(exc):
+    for error in error_chain(exc):
         if isinstance(error, KafkaIcebergError) and not isinstance(error, ErrorTopicError):
             return None  # a bad record, a conflict, a configuration error: its text may quote anything
         reason = _kafka_outage(error)
@@ -214,7 +163,7 @@ def classify(exc: BaseException, endpoints: Sequence[Endpoint]) -> Outage | None
     failing = [line for line in lines if _CONNECTIVITY.search(line)]
     if not failing:
         return None
-    reason = _short(failing[-1])
+    reason = short_message(failing[-1])
     for line in reversed(lines):
         for endpoint in endpoints:
             if any(re.search(re.escape(netloc) + r"(?![\w.-])", line) for netloc in endpoint.netlocs()):

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kafka_iceberg import faults
-from kafka_iceberg.runner import BatchProcessor
+from kafka_iceberg.run.batch import BatchProcessor
 from kafka_iceberg.spec.model import TableSpec
 from tests.decode.conftest import KAFKA_SCHEMA, Msg, kafka_rows
 

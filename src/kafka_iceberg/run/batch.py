@@ -11,56 +11,33 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg import faults
-from kafka_iceberg.api import resolve_transform
 from kafka_iceberg.checks import ErrorRouter, apply_expectations, write_rejections
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
 from kafka_iceberg.decode import decode
-from kafka_iceberg.errors import ConfigError
+from kafka_iceberg.errors import ConfigError, summary
 from kafka_iceberg.observe.report import BatchReport
-from kafka_iceberg.outages import summary
 from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
+from kafka_iceberg.source.offsets import Offsets
+from kafka_iceberg.spec.api import resolve_transform
 from kafka_iceberg.spec.columns import FIXED_COLUMNS
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.spec.types import from_spark_type
 from kafka_iceberg.write import CommitMarker, TableWriter
+from kafka_iceberg.write.marker import DROPPED
+from kafka_iceberg.write.quarantine import QuarantineTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
-Offsets = dict[str, dict[int, int]]
 Observer = Callable[[BatchReport], None]
-QUARANTINE_STREAM = "quarantine"
-DROPPED = "dropped"  # marker entry ``kafka-iceberg.dropped``: records dropped on purpose so far, per stream
-
-
-def merge_offsets(*parts: Mapping[str, Mapping[int, int]] | None) -> Offsets:
-    """Per-partition maximum of several ``{topic: {partition: next offset}}`` maps."""
-    out: Offsets = {}
-    for part in parts:
-        for topic, partitions in (part or {}).items():
-            for partition, offset in partitions.items():
-                current = out.setdefault(topic, {}).get(partition)
-                out[topic][partition] = offset if current is None else max(current, offset)
-    return out
-
-
-def batch_offsets(raw: DataFrame) -> Offsets:
-    """Next offset after each partition's last record in ``raw``."""
-    from pyspark.sql import functions as F
-
-    rows = raw.groupBy("topic", "partition").agg(F.max("offset").alias("last")).collect()
-    out: Offsets = {}
-    for r in rows:
-        out.setdefault(r["topic"], {})[int(r["partition"])] = int(r["last"]) + 1
-    return out
 
 
 def _keep(frame: DataFrame) -> DataFrame:
@@ -75,72 +52,6 @@ def _payload_columns(columns: list[str]) -> list[str]:
 def payload_names(schema: Any) -> list[str]:
     """Payload column names of a table schema (everything but Kafka coordinates, pt, headers)."""
     return _payload_columns([f.name for f in schema.fields])
-
-
-@dataclass
-class QuarantineTable:
-    """The quarantine table of one target table; appends exactly once per source record.
-
-    Rows are filtered against the offsets recorded by the quarantine table's own last commit, so
-    a batch replayed after a crash — even with different boundaries — adds only what is missing.
-    """
-
-    spark: SparkSession
-    catalog: str
-    spec: TableSpec
-    pipeline: str
-
-    def _writer(self) -> TableWriter:
-        assert self.spec.errors.quarantine_table is not None
-        namespace, name = self.spec.errors.quarantine_table.split(".")
-        qspec = TableSpec.model_validate(
-            {
-                "name": name,
-                "namespace": namespace,
-                "source": self.spec.source.model_dump(exclude_none=True),
-                "partition_window": "none",
-                "commit_mode": "append",
-                "schema_evolution": "add_columns",
-                "maintenance": self.spec.maintenance.model_dump(),
-            }
-        )
-        return TableWriter(self.spark, self.catalog, qspec, pipeline_id=self.pipeline)
-
-    def append(self, errors: DataFrame, batch_id: int) -> int:
-        """Append the error rows not already quarantined; return how many were added."""
-        from pyspark.sql import functions as F
-
-        writer = self._writer()
-        last = writer.last_commit(QUARANTINE_STREAM) if writer.exists() else None
-        frame = errors.select(
-            *errors.columns,
-            F.lit(self.pipeline).alias("_pipeline"),
-            F.lit(self.spec.identifier).alias("_table"),
-            F.lit(batch_id).cast("bigint").alias("_batch_id"),
-            F.current_timestamp().alias("_quarantined_at"),
-        )
-        if last is not None and last.offsets:
-            done = F.lit(False)
-            for topic, parts in last.offsets.items():
-                for partition, next_offset in parts.items():
-                    done = done | (
-                        (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("offset") < next_offset)
-                    )
-            frame = frame.where(~done)
-        frame = frame.persist()
-        try:
-            count = frame.count()
-            if count == 0:
-                return 0
-            offsets = merge_offsets(last.offsets if last else None, batch_offsets(frame))
-            writer.apply(writer.plan(frame.schema))
-            marker = CommitMarker(
-                stream=QUARANTINE_STREAM, batch_id=(last.batch_id + 1) if last else 0, offsets=offsets
-            )
-            writer.commit(frame, marker)
-            return count
-        finally:
-            frame.unpersist()
 
 
 @dataclass
@@ -297,7 +208,7 @@ class BatchProcessor:
 
         plan = self.writer.plan(StructType(writable))
         required = [f.name for f in (table_schema.fields if table_schema is not None else []) if not f.nullable]
-        keys = self.spec.key_fields if self.spec.commit_mode == "upsert" else []
+        keys = self.spec.key_fields if self.spec.upserts else []
         rows, rejected = write_rejections(rows, raw, required=required, keys=keys, payload_columns=payload)
         errors = decoded.errors if rejected is None else decoded.errors.unionByName(rejected)
         routing = self.router().route(
@@ -312,7 +223,7 @@ class BatchProcessor:
             self._error_offsets = {self.publisher.topic: dict(routing.error_offsets)}
         if plan.changes:  # applying an empty plan would only drop the loaded table and reload it
             self.writer.apply(plan)
-        if self.spec.commit_mode != "upsert" and TOMBSTONE_COLUMN in rows.columns:
+        if not self.spec.upserts and TOMBSTONE_COLUMN in rows.columns:
             rows = rows.drop(TOMBSTONE_COLUMN)
         # Records dropped on purpose (``drop`` expectations, ``skip_error``), cumulative per stream and
         # committed with the offsets, so that ``verify`` can account for them.

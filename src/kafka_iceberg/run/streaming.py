@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafka_iceberg.runner import BatchProcessor, batch_offsets, merge_offsets
+from kafka_iceberg.run.batch import BatchProcessor
+from kafka_iceberg.source.offsets import batch_offsets, merge_offsets
 from kafka_iceberg.spec.model import Trigger
 
 if TYPE_CHECKING:

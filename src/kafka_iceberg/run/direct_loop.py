@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_iceberg.observe.report import BatchReport
-from kafka_iceberg.runner import BatchProcessor
+from kafka_iceberg.run.batch import BatchProcessor
 from kafka_iceberg.source.direct import DirectReader
 
 log = logging.getLogger(__name__)

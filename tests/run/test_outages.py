@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kafka_iceberg.errors import RecordError
-from kafka_iceberg.outages import (
+from kafka_iceberg.run.outages import (
     BROKER,
     CATALOG,
     OBJECT_STORE,
