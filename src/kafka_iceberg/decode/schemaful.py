@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg.decode import avro, debezium
 from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, payload_part, split
 from kafka_iceberg.decode.registry import SCHEMA_TYPES, RegisteredSchema, RegistryClient, subject_name
-from kafka_iceberg.decode.values import arrow_type, conform
+from kafka_iceberg.decode.values import arrow_type, converter
 from kafka_iceberg.decode.wire import WireError, split_header
 from kafka_iceberg.spec.model import TableSpec
 
@@ -256,6 +256,7 @@ class _Readers:
     def __init__(self, codec: Codec):
         self.codec = codec
         self._cache: dict[int | None, Any] = {}
+        self.conform = converter(codec.columns)  # the table's columns, their checks decided once
 
     def read(self, schema_id: int | None, payload: bytes) -> Any:
         codec = self.codec
@@ -387,6 +388,6 @@ def decode_record(
             value, is_delete = debezium.change(value)
         elif not isinstance(value, dict):
             value = {"value": value}
-        return conform(value, codec.columns, ""), is_delete, False, None
+        return readers.conform(value), is_delete, False, None
     except (ValueError, TypeError, ArithmeticError) as exc:
         return None, False, False, str(exc)

@@ -14,6 +14,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -54,6 +55,83 @@ def arrow_type(t: DataType) -> pa.DataType:
         if isinstance(t, cls):
             return arrow
     raise TypeError(f"no Arrow type for {t.simpleString()}")
+
+
+Converter = Callable[[Any], Any]
+_MAX_EXACT_DIGITS = decimal.getcontext().prec  # quantize refuses longer coefficients (conform's error)
+
+
+def converter(t: DataType, path: str = "") -> Converter:
+    """A function doing :func:`conform` for column type ``t`` (at ``path``), the type decided once.
+
+    Schema-driven decoders call it for every record, so the per-value work is a type check on the
+    common case; anything else takes :func:`conform`'s own path, so both give the same values and
+    the same errors (``tests/decode/test_values.py``).
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(t, T.StructType):
+        fields = [(f.name, converter(f.dataType, f"{path}.{f.name}" if path else f.name)) for f in t.fields]
+
+        def struct(value: Any) -> Any:
+            if value is None:
+                return None
+            if not isinstance(value, dict):
+                raise ValueError(f"field {path}: expected a record, got {type(value).__name__}")
+            get = value.get
+            return {name: convert(get(name)) for name, convert in fields}
+
+        return struct
+    if isinstance(t, T.ArrayType):
+        element = converter(t.elementType, f"{path}[]")
+
+        def array(value: Any) -> Any:
+            if value is None:
+                return None
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(f"field {path}: expected an array, got {type(value).__name__}")
+            return [element(v) for v in value]
+
+        return array
+    if isinstance(t, (T.LongType, T.IntegerType)):
+        low, high = (-(2**63), 2**63) if isinstance(t, T.LongType) else (-(2**31), 2**31)
+
+        def integer(value: Any) -> Any:
+            if type(value) is int and low <= value < high:
+                return value
+            return None if value is None else conform(value, t, path)
+
+        return integer
+    if isinstance(t, T.DecimalType):
+        exponent, digits = -t.scale, min(t.precision, _MAX_EXACT_DIGITS)
+
+        def exact(value: Any) -> Any:
+            if type(value) is decimal.Decimal:
+                parts = value.as_tuple()
+                if parts.exponent == exponent and len(parts.digits) <= digits:
+                    return value
+            return None if value is None else conform(value, t, path)
+
+        return exact
+    if isinstance(t, T.TimestampType):
+
+        def timestamp(value: Any) -> Any:
+            if type(value) is dt.datetime and value.tzinfo is not None:
+                return value
+            return None if value is None else conform(value, t, path)
+
+        return timestamp
+    as_is: dict[type, type] = {T.StringType: str, T.DoubleType: float, T.BooleanType: bool, T.DateType: dt.date}
+    same = as_is.get(type(t))
+    if same is None:  # maps, binary, timestamp_ntz: conform decides every value
+        return lambda value: None if value is None else conform(value, t, path)
+
+    def unchanged(value: Any) -> Any:  # values of this Python type come back as they are
+        if value is None or type(value) is same:
+            return value
+        return conform(value, t, path)
+
+    return unchanged
 
 
 def conform(value: Any, t: DataType, path: str) -> Any:
