@@ -68,3 +68,16 @@ def test_plan_cli_masks_secrets_and_prints_json(tmp_path, stack, monkeypatch):
     document = json.loads(result.stdout[result.stdout.index("{") :])
     assert document["catalogs"]["lake"]["spark.sql.catalog.lake.header.X-Api-Key"] == "****"
     assert document["tables"][0]["commit_mode"] == "upsert"
+
+
+def test_plan_covers_every_table_of_the_demo_pipeline_including_those_whose_columns_come_from_data(lake, spark):
+    """The Debezium upsert table and the inferred flatten table are created by their first batch:
+    plan says so instead of checking their keys against columns nobody declared (it once failed)."""
+    prepared = prepare(REPO / "pipelines" / "shop.yml", env_name="local")
+    items = {item["table"]: item for item in plan(prepared, spark)}
+    assert len(items) == len(prepared.jobs) == 7
+    products = items["lake.stock.products"]
+    assert products["inferred_columns"] and "by its first batch" in products["changes"]
+    assert products["commit_mode"] == "upsert"
+    declared = [i for i in items.values() if not i["inferred_columns"]]
+    assert declared and all("by its first batch" not in i["changes"] for i in declared)

@@ -29,10 +29,14 @@ class TableRun:
 
     job: TableJob
     writer: TableWriter
-    changes: TablePlan  # what the table needs for a batch of its declared columns
-    declared: bool  # payload columns known up front; otherwise the first batch creates the table
+    changes: TablePlan | None  # what the table needs for its declared columns; None: they come from the data
     source: dict[str, str]  # the reader's settings as the environment states them (references unresolved)
     checkpoint: str | None  # Spark's checkpoint; None for the direct reader (offsets live in the markers)
+
+    def _first_batch(self) -> str:
+        exists = self.writer.exists()
+        action = "evolved" if exists else "created"
+        return f"table {self.job.catalog}.{self.job.spec.identifier}\n  {action} by its first batch"
 
     def describe(self) -> dict[str, Any]:
         """What ``kafka-iceberg plan`` prints for this table (secrets masked)."""
@@ -44,8 +48,8 @@ class TableRun:
             "commit_mode": spec.commit_mode,
             "writer": self.writer.engine,
             "schema_evolution": spec.schema_evolution,
-            "inferred_columns": not self.declared,
-            "changes": self.changes.describe(),
+            "inferred_columns": self.changes is None,
+            "changes": self.changes.describe() if self.changes is not None else self._first_batch(),
             "source": mask_mapping(self.source),
             "checkpoint": self.checkpoint or "(offsets in the table's snapshot summary)",
         }
@@ -63,12 +67,12 @@ def plan_tables(prepared: Prepared, spark: SparkSession) -> list[TableRun]:
     direct = prepared.env.kafka.reader == "direct"
     for job in prepared.jobs:
         writer = TableWriter(spark, job.catalog, job.spec, pipeline_id=job.pipeline.pipeline)
+        declared = payload_columns(job.spec, job.base_dir) is not None
         out.append(
             TableRun(
                 job=job,
                 writer=writer,
-                changes=writer.plan(expected_schema(spark, job)),
-                declared=payload_columns(job.spec, job.base_dir) is not None,
+                changes=writer.plan(expected_schema(spark, job)) if declared else None,
                 source=source_options(prepared.env, job),
                 checkpoint=None if direct else prepared.settings.checkpoint(job),
             )
@@ -87,7 +91,7 @@ def ensure_tables(tables: list[TableRun]) -> None:
     Flatten tables without a declared schema are created by their first batch instead.
     """
     for table in tables:
-        if table.declared and table.changes.changes:
+        if table.changes is not None and table.changes.changes:
             table.writer.apply(table.changes)
 
 
