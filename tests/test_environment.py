@@ -72,7 +72,6 @@ def test_missing_env_vars_are_reported_with_their_key_path():
 
 def test_references_in_spark_conf_are_resolved_before_the_session_starts(monkeypatch):
     from kafka_iceberg.environment import Environment
-    from kafka_iceberg.refs import Resolver
     from kafka_iceberg.run import prepared as runtime
     from kafka_iceberg.run import settings as resolution
 
@@ -86,8 +85,8 @@ def test_references_in_spark_conf_are_resolved_before_the_session_starts(monkeyp
     seen = {}
     monkeypatch.setattr(runtime, "get_spark", lambda **kw: seen.update(kw["conf"]) or "session")
     monkeypatch.setattr(runtime, "attach_resolved", lambda *a: None)
-    settings = resolution.resolve_settings(env, {}, [], Resolver(env={"KI_PARTS": "7"}))
-    prepared = runtime.Prepared(env, (), {}, settings)
+    resolved = resolution.resolve(env, [], environ={"KI_PARTS": "7"})
+    prepared = runtime.Prepared(env, (), resolved.rendered, resolved.sources, resolved.settings)
     assert runtime.open_session(prepared) == "session"
     assert seen == {"spark.sql.shuffle.partitions": "7", "spark.app.x": "plain"}
 

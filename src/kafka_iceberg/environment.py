@@ -24,7 +24,7 @@ from kafka_iceberg.catalogs import CatalogProfile
 from kafka_iceberg.config import Frozen, key_path, parse_model, read_yaml
 from kafka_iceberg.errors import ConfigError, Problem
 from kafka_iceberg.locate import environment_dirs
-from kafka_iceberg.refs import Ref, Resolver, find_refs, iter_strings, ref_problem
+from kafka_iceberg.refs import Ref, Resolver, ref_problem, references_in
 from kafka_iceberg.spec.model import SchemaRegistry
 
 DEFAULT_ENV = "local"
@@ -148,11 +148,10 @@ def parse_environment(data: Any, *, file: str, name: str) -> Environment:
     if not isinstance(data, Mapping):
         raise ConfigError.one(file, "", data, "a mapping with kafka, checkpoint_root and catalogs", "WRONG_TYPE")
     problems: list[Problem] = []
-    for loc, raw in iter_strings(data):
-        for ref in find_refs(raw):
-            why = ref_problem(ref)
-            if why:
-                problems.append(Problem(file, key_path(loc), ref.text, why, "BAD_REFERENCE"))
+    for loc, ref in references_in(data):
+        why = ref_problem(ref)
+        if why:
+            problems.append(Problem(file, key_path(loc), ref.text, why, "BAD_REFERENCE"))
     try:
         env = parse_model(Environment, {**data, "name": name, "source_file": file}, file=file)
     except ConfigError as exc:
@@ -195,6 +194,19 @@ def used_catalogs(env: Environment, table_catalogs: Collection[str]) -> set[str]
     return used
 
 
+def needed_values(env: Environment, catalogs: Collection[str], *, registry: bool) -> dict[str, Any]:
+    """The environment as its file holds it, less what a run writing to ``catalogs`` does not read.
+
+    The catalog profiles it does not write to are left out, and ``schema_registry`` unless
+    ``registry`` (a table of the run reads it); see :func:`references`.
+    """
+    data = env.model_dump(mode="json")
+    data["catalogs"] = {name: profile for name, profile in data["catalogs"].items() if name in catalogs}
+    if not registry:
+        data.pop("schema_registry", None)
+    return data
+
+
 def references(
     env: Environment, catalogs: Collection[str] | None = None, *, used: bool = True, registry: bool = True
 ) -> list[tuple[str, Ref]]:
@@ -206,13 +218,13 @@ def references(
     need instead.
     """
     out: list[tuple[str, Ref]] = []
-    for loc, raw in iter_strings(env.model_dump(mode="json")):
+    for loc, ref in references_in(env.model_dump(mode="json")):
         if loc[0] == "catalogs":
             needed = catalogs is None or (len(loc) > 1 and loc[1] in catalogs)
         else:
             needed = registry or loc[0] != "schema_registry"
         if needed == used:
-            out.extend((key_path(loc), ref) for ref in find_refs(raw))
+            out.append((key_path(loc), ref))
     return out
 
 
@@ -258,6 +270,7 @@ __all__ = [
     "load_environment",
     "local_resolver",
     "missing_env_vars",
+    "needed_values",
     "parse_environment",
     "references",
     "unknown_environment",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_iceberg.errors import SecretResolutionError
+from kafka_iceberg.errors import KafkaIcebergError, SecretResolutionError
 
 REF = re.compile(r"\$\{(?P<kind>[a-z]+):(?P<name>[^}]*)\}")
 KINDS = ("env", "secret", "local")
@@ -171,6 +171,27 @@ class Resolver:
             return [self.resolve_tree(v) for v in data]
         return data
 
+    def resolve_all(self, data: Any) -> tuple[Any, list[tuple[tuple[str | int, ...], Ref, str]]]:
+        """``data`` resolved as :meth:`resolve_tree` resolves it; or None, and each failing reference.
+
+        Every reference is tried before any value is used, so a check reports all that fail at once:
+        ``(location in data, reference, why)`` for each place a failing reference sits.
+        """
+        failures = []
+        why: dict[str, str] = {}
+        for loc, ref in references_in(data):
+            if ref.text not in why:
+                try:
+                    self._one(ref)
+                    why[ref.text] = ""
+                except KafkaIcebergError as exc:  # an unset variable, an unreadable secret, no local stack
+                    why[ref.text] = str(exc)
+            if why[ref.text]:
+                failures.append((loc, ref, why[ref.text]))
+        if failures:
+            return None, failures
+        return self.resolve_tree(data), []
+
     def _one(self, ref: Ref) -> str:
         problem = ref_problem(ref)
         if problem:
@@ -214,3 +235,10 @@ def iter_strings(data: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[
     elif isinstance(data, list):
         for i, v in enumerate(data):
             yield from iter_strings(v, (*path, i))
+
+
+def references_in(data: Any) -> Iterator[tuple[tuple[str | int, ...], Ref]]:
+    """Every reference in a nested structure, with the location of the string that holds it."""
+    for loc, raw in iter_strings(data):
+        for ref in find_refs(raw):
+            yield loc, ref

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from kafka_iceberg import jars
 from kafka_iceberg.catalogs import RenderedCatalog
-from kafka_iceberg.refs import Resolver, is_sensitive
+from kafka_iceberg.refs import Resolver
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -114,12 +114,7 @@ def attach_resolved(
     is loaded.
     """
     for catalog in catalogs:
-        prefix = catalog.key("") + "."  # judge the property, not the catalog's name ("tokens" is a name)
-        secret = [
-            k
-            for k, raw in catalog.conf.items()
-            if k in catalog.secret_keys or (k.startswith(prefix) and is_sensitive(k[len(prefix) :], raw))
-        ]
+        secret = sorted(catalog.secret_keys & catalog.conf.keys())
         for key, value in values[catalog.name].items():
             if spark.conf.get(key, None) != value:
                 spark.conf.set(key, value)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kafka_iceberg.catalogs import catalog_properties
 from kafka_iceberg.errors import ConfigError
 from kafka_iceberg.run import prepare
-from kafka_iceberg.run.settings import source_options
 
 ENV = """\
 kafka:
@@ -65,8 +65,8 @@ def test_prepare_resolves_once_and_the_run_reads_the_settings(project, monkeypat
     assert settings.kafka["consumer"]["bootstrap.servers"] == "broker-1:9093"
     assert settings.kafka["producer"]["sasl.password"] == VALUES["KI_T_KAFKA_PASSWORD"]
     assert settings.checkpoint_root == "/tmp/ki-test-checkpoints"
-    assert settings.checkpoint(prepared.jobs[0]) == "/tmp/ki-test-checkpoints/p/sales.orders"
-    assert settings.catalog_properties("lake")["warehouse"] == VALUES["KI_T_WAREHOUSE"]
+    assert settings.checkpoints[prepared.jobs[0].key] == "/tmp/ki-test-checkpoints/p/sales.orders"
+    assert catalog_properties("lake", settings.catalogs["lake"])["warehouse"] == VALUES["KI_T_WAREHOUSE"]
     assert set(settings.catalogs) == {"lake"}  # the unused catalog's unset variable was never needed
     orders = settings.spark_sources["p.sales.orders"]
     assert orders["kafka.bootstrap.servers"] == "broker-1:9093" and orders["subscribe"] == "orders"
@@ -81,7 +81,7 @@ def test_prepare_resolves_once_and_the_run_reads_the_settings(project, monkeypat
 def test_what_plan_shows_of_a_reader_is_what_the_run_gets(project):
     prepared = prepare(project, env_name="prod")
     for job in prepared.jobs:
-        shown = source_options(prepared.env, job)  # plan prints these, masked
+        shown = prepared.sources[job.key]  # plan prints these, masked
         given = prepared.settings.spark_sources[job.key]
         assert shown.keys() == given.keys()
         for key, value in shown.items():  # the same options, references in one and values in the other
@@ -109,3 +109,22 @@ def test_an_unresolvable_reference_the_run_needs_is_a_config_error_naming_file_a
 def test_available_now_is_decided_by_prepare(project):
     prepared = prepare(project, env_name="prod", available_now=True)
     assert all(j.spec.trigger.available_now for j in prepared.jobs)
+
+
+def test_every_reference_that_fails_is_named_at_its_file_and_key_in_one_error(project, monkeypatch):
+    """One pass resolves everything: a check reports every failing reference at once, where a file holds it."""
+    env_file = project.parent / "environments" / "prod.yml"
+    env_file.write_text(ENV.replace("${env:KI_T_WAREHOUSE}", "${local:no_such_service.warehouse}"))
+    pipeline = project / "p.yml"
+    own_registry = "registry: {url: 'https://r.example', auth: {username: u, password: '${local:no_such.password}'}}"
+    pipeline.write_text(PIPELINE.replace("format: avro}", "format: avro, schema_" + own_registry + "}"))
+    monkeypatch.setenv("KAFKA_ICEBERG_RUN_DIR", str(project.parent / "no-stack-here"))
+    with pytest.raises(ConfigError) as caught:
+        prepare(project, env_name="prod")
+    problems = {(Path(p.file).name, p.key_path): p for p in caught.value.problems}
+    assert set(problems) == {
+        ("prod.yml", "catalogs.lake.warehouse"),
+        ("p.yml", "tables[1].source.schema_registry.auth.password"),
+    }
+    assert all(p.code == "UNRESOLVED_REFERENCE" for p in problems.values())
+    assert problems[("p.yml", "tables[1].source.schema_registry.auth.password")].value == "${local:no_such.password}"

@@ -24,7 +24,7 @@ from kafka_iceberg.catalogs.profiles import (
     Storage,
     UnityCatalog,
 )
-from kafka_iceberg.catalogs.rendering import AWS_CHECKSUM_JVM_OPTIONS, RenderedCatalog, render
+from kafka_iceberg.catalogs.rendering import AWS_CHECKSUM_JVM_OPTIONS, RenderedCatalog, catalog_properties, render
 
 __all__ = [
     "AWS_CHECKSUM_JVM_OPTIONS",
@@ -46,5 +46,6 @@ __all__ = [
     "S3TablesCatalog",
     "Storage",
     "UnityCatalog",
+    "catalog_properties",
     "render",
 ]

@@ -9,7 +9,7 @@ the run resolves them (:mod:`kafka_iceberg.run.settings`); printing goes through
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from kafka_iceberg.catalogs.profiles import (
     Storage,
     UnityCatalog,
 )
-from kafka_iceberg.refs import MASK, mask_mapping
+from kafka_iceberg.refs import MASK, is_sensitive, mask_mapping
 
 SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
@@ -59,6 +59,15 @@ AWS_CHECKSUM_JVM_OPTIONS = (
 
 
 # -- rendering ----------------------------------------------------------------------------------
+def catalog_properties(name: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """Catalog ``name``'s properties (``uri``, ``warehouse``, ...) in its Spark settings ``conf``.
+
+    ``conf`` may be rendered (references kept) or resolved: the run's settings hold the latter.
+    """
+    prefix = f"spark.sql.catalog.{name}."
+    return {k[len(prefix) :]: v for k, v in conf.items() if k.startswith(prefix)}
+
+
 @dataclass
 class RenderedCatalog:
     """Spark settings of one catalog, references unresolved."""
@@ -67,7 +76,7 @@ class RenderedCatalog:
     conf: dict[str, str] = field(default_factory=dict)
     jvm_options: list[str] = field(default_factory=list)
     cluster_jars: list[str] = field(default_factory=list)
-    secret_keys: set[str] = field(default_factory=set)
+    secret_keys: set[str] = field(default_factory=set)  # credentials: masked in print, dropped once loaded
 
     def key(self, key: str) -> str:
         """The full Spark setting of a catalog property."""
@@ -84,8 +93,7 @@ class RenderedCatalog:
 
     def properties(self) -> dict[str, str]:
         """The catalog properties (``uri``, ``warehouse``, ...) without ``spark.sql.catalog.<name>.``."""
-        prefix = self.key("") + "."
-        return {k[len(prefix) :]: v for k, v in self.conf.items() if k.startswith(prefix)}
+        return catalog_properties(self.name, self.conf)
 
     def masked(self) -> dict[str, str]:
         """The settings as ``plan`` prints them: credentials masked."""
@@ -292,5 +300,9 @@ def render(name: str, profile: CatalogProfile) -> RenderedCatalog:
     _render_storage(out, profile.storage)
     for key, value in profile.properties.items():
         out.set(key, value)
+    prefix = out.key("") + "."  # judge the property, not the catalog's name ("tokens" is a name)
+    out.secret_keys |= {
+        k for k, raw in out.conf.items() if raw and k.startswith(prefix) and is_sensitive(k[len(prefix) :], raw)
+    }
     out.cluster_jars = list(dict.fromkeys(out.cluster_jars))
     return out

@@ -136,9 +136,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     """Prometheus text rebuilt from the JSON-lines metrics a run left in the environment's metrics_dir."""
-    from kafka_iceberg.environment import load_environment
+    from kafka_iceberg.environment import load_environment, local_resolver
     from kafka_iceberg.observe.metrics import metrics_from_jsonl
-    from kafka_iceberg.run import resolver_for
 
     directory = Path(args.dir) if args.dir else None
     if directory is None:
@@ -146,7 +145,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         if not env.metrics_dir:
             emit(f"{env.source_file} sets no metrics_dir", sys.stderr)
             return EXIT_FAILED
-        directory = Path(resolver_for(env).value(env.metrics_dir))
+        directory = Path(local_resolver().value(env.metrics_dir))
     files = sorted(directory.glob("*.jsonl")) if directory.exists() else []
     sys.stdout.write(metrics_from_jsonl(files).prometheus_text())
     return EXIT_OK
@@ -154,13 +153,12 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     """Record a live topic into replay files."""
-    from kafka_iceberg.environment import load_environment
-    from kafka_iceberg.run import resolver_for
+    from kafka_iceberg.environment import load_environment, local_resolver
     from kafka_iceberg.source.capture import capture
     from kafka_iceberg.source.kafka import resolved_client_config
 
     env = load_environment(args.env, Path(args.pipeline))
-    config = resolved_client_config(env.kafka, "consumer", resolver_for(env))
+    config = resolved_client_config(env.kafka, "consumer", local_resolver())
     count = capture(config, args.topic, Path(args.out), fmt=args.format, records_per_file=args.records_per_file)
     emit(f"captured {count} record(s) of {args.topic} into {args.out}")
     return EXIT_OK

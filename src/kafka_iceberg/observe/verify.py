@@ -434,6 +434,7 @@ def pyiceberg_catalog_for(prepared: Any, name: str) -> Any:
     """
     from pyiceberg.catalog import load_catalog
 
+    from kafka_iceberg.catalogs import catalog_properties
     from kafka_iceberg.refs import find_refs
 
     if any(ref.kind == "local" for raw in prepared.rendered[name].properties().values() for ref in find_refs(raw)):
@@ -442,7 +443,7 @@ def pyiceberg_catalog_for(prepared: Any, name: str) -> Any:
         from kafka_iceberg.paths import run_dir
 
         return pyiceberg_catalog(LocalStack(run_dir()).status(), name)
-    props = prepared.settings.catalog_properties(name)
+    props = catalog_properties(name, prepared.settings.catalogs[name])
     resolved = {_PYICEBERG_NAMES.get(k, k): v for k, v in props.items() if k not in _JAVA_ONLY}
     return load_catalog(name, **resolved)
 

@@ -14,7 +14,7 @@ from kafka_iceberg.run.loop import run, stop_on_signals
 from kafka_iceberg.run.observers import Observers, observers_for
 from kafka_iceberg.run.planning import ensure_tables, maintenance_targets, plan
 from kafka_iceberg.run.prepared import Prepared, catalog_settings, open_session, prepare
-from kafka_iceberg.run.settings import Settings, resolver_for
+from kafka_iceberg.run.settings import Settings
 
 __all__ = [
     "Observers",
@@ -28,7 +28,6 @@ __all__ = [
     "open_session",
     "plan",
     "prepare",
-    "resolver_for",
     "run",
     "stop_on_signals",
 ]

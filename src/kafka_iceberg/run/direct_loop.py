@@ -10,10 +10,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafka_iceberg.observe.report import BatchReport
 from kafka_iceberg.run.batch import BatchProcessor
+from kafka_iceberg.run.prepared import Prepared
 from kafka_iceberg.source.direct import DirectReader
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +107,25 @@ def run_processing_time(tables: list[DirectTable], interval: float, stop: thread
         for table in tables:
             table.reader.close()
     return reports
+
+
+def run_direct(
+    prepared: Prepared, spark: SparkSession, processors: list[BatchProcessor], stop: threading.Event
+) -> None:
+    """Read each table with the direct reader: drain the available_now tables, then poll the others."""
+    consumer = dict(prepared.settings.kafka["consumer"])
+    staging = Path(prepared.settings.checkpoint_root) / "staging"
+    tables = [
+        DirectTable(
+            p,
+            DirectReader(spark, p.spec.source, consumer, f"kafka-iceberg.{p.pipeline}.{p.spec.identifier}", staging),
+        )
+        for p in processors
+    ]
+    continuous = [t for t in tables if t.processor.spec.trigger.processing_time]
+    for table in tables:
+        if table not in continuous and not stop.is_set():
+            run_available_now(table, stop)
+    if continuous:
+        interval = min(t.processor.spec.trigger.interval_seconds or 60.0 for t in continuous)
+        run_processing_time(continuous, interval, stop)

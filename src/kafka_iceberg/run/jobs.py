@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
 from kafka_iceberg.environment import Environment
 from kafka_iceberg.errors import ConfigError
 from kafka_iceberg.project import effective_catalog
@@ -24,6 +26,19 @@ class TableJob:
     def key(self) -> str:
         """``pipeline.namespace.table``: unique within a run."""
         return f"{self.pipeline.pipeline}.{self.spec.identifier}"
+
+    def error_topic_publisher(self, kafka: Mapping[str, Mapping[str, str]]) -> ErrorTopicPublisher | None:
+        """The publisher of the table's error topic (None without one), from the run's Kafka client settings."""
+        topic = self.spec.errors.error_topic
+        if not topic:
+            return None
+        return ErrorTopicPublisher(
+            topic=topic,
+            producer_config=dict(kafka["producer"]),
+            consumer_config=dict(kafka["admin"]),
+            pipeline=self.pipeline.pipeline,
+            table=self.spec.identifier,
+        )
 
 
 def select_jobs(
@@ -53,7 +68,7 @@ def select_jobs(
             if spec.source.reads_env_registry:  # a registry format without a registry of its own
                 registry = env.schema_registry
                 assert registry is not None  # validate_project reported it otherwise
-                spec = spec.model_copy(update={"source": spec.source.model_copy(update={"schema_registry": registry})})
+                spec = spec.with_registry(registry)
             if available_now:
                 spec = spec.model_copy(update={"trigger": drain})
             jobs.append(TableJob(pipeline, spec, name, base_dir))

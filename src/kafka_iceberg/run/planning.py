@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg.refs import mask_mapping
 from kafka_iceberg.run.jobs import TableJob
 from kafka_iceberg.run.prepared import Prepared
-from kafka_iceberg.run.settings import source_options
 from kafka_iceberg.spec.columns import payload_columns, table_columns, table_ddl
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write import TablePlan, TableWriter
@@ -73,8 +72,8 @@ def plan_tables(prepared: Prepared, spark: SparkSession) -> list[TableRun]:
                 job=job,
                 writer=writer,
                 changes=writer.plan(expected_schema(spark, job)) if declared else None,
-                source=source_options(prepared.env, job),
-                checkpoint=None if direct else prepared.settings.checkpoint(job),
+                source=dict(prepared.sources[job.key]),
+                checkpoint=None if direct else prepared.settings.checkpoints[job.key],
             )
         )
     return out

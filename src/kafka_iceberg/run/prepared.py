@@ -32,6 +32,7 @@ class Prepared:
     env: Environment
     jobs: tuple[TableJob, ...]
     rendered: Mapping[str, RenderedCatalog]  # the catalogs the run writes to, references unresolved
+    sources: Mapping[str, Mapping[str, str]]  # TableJob.key → its reader's settings, references unresolved
     settings: Settings
 
 
@@ -63,8 +64,8 @@ def prepare(
     jobs = select_jobs(
         report.pipelines, env, catalog=catalog, formats=formats, available_now=available_now, source=str(pipeline_path)
     )
-    jobs, rendered, settings = resolve(env, jobs)
-    return Prepared(env, tuple(jobs), rendered, settings)
+    resolved = resolve(env, jobs)
+    return Prepared(env, tuple(resolved.jobs), resolved.rendered, resolved.sources, resolved.settings)
 
 
 def open_session(prepared: Prepared) -> SparkSession:

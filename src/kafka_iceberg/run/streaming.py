@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafka_iceberg.observe.listener import progress_listener, record_progress
+from kafka_iceberg.observe.metrics import Metrics
 from kafka_iceberg.run.batch import BatchProcessor
+from kafka_iceberg.run.planning import TableRun
+from kafka_iceberg.run.prepared import Prepared
+from kafka_iceberg.session import attach_resolved
 from kafka_iceberg.source.offsets import batch_offsets, merge_offsets
+from kafka_iceberg.source.replay import replay_stream
+from kafka_iceberg.source.spark_kafka import kafka_stream
 from kafka_iceberg.spec.model import Trigger
 
 if TYPE_CHECKING:
@@ -93,3 +101,52 @@ def start_query(
     else:
         writer = writer.trigger(processingTime=f"{trigger.interval_seconds} seconds")
     return RunningQuery(writer.start(), failures)
+
+
+def run_streaming(
+    prepared: Prepared,
+    spark: SparkSession,
+    tables: list[tuple[TableRun, BatchProcessor]],
+    stop: threading.Event,
+    metrics: Metrics,
+) -> None:
+    """Start one streaming query per table (Spark's Kafka source or replay files) and wait for them all."""
+    settings = prepared.settings
+    names = {f"{p.pipeline}.{p.spec.identifier}": (p.pipeline, p.spec.identifier) for _table, p in tables}
+    listener = progress_listener(metrics, names)
+    spark.streams.addListener(listener)
+    queries = []
+    try:
+        for table, p in tables:
+            if prepared.env.kafka.reader == "replay":
+                assert settings.replay_path is not None
+                frame = replay_stream(spark, settings.replay_path, p.spec.source, prepared.env.kafka.replay_format)
+            else:
+                frame = kafka_stream(spark, settings.spark_sources[table.job.key])
+            assert table.checkpoint is not None
+            queries.append(
+                start_query(
+                    frame,
+                    p,
+                    checkpoint=table.checkpoint,
+                    trigger=p.spec.trigger,
+                    name=f"{p.pipeline}.{p.spec.identifier}",
+                    attach=lambda session: attach_resolved(session, prepared.rendered.values(), settings.catalogs),
+                )
+            )
+        for (_table, p), running in zip(tables, queries, strict=True):
+            while running.query.isActive and not stop.is_set():
+                try:
+                    running.query.awaitTermination(1)
+                except Exception:  # ended by an error: raised below as the batch raised it
+                    break
+            error = running.error()
+            if error is not None:
+                raise error
+            if running.query.lastProgress:  # the listener's copy of it may still be on its way
+                record_progress(metrics, (p.pipeline, p.spec.identifier), running.query.lastProgress)
+    finally:
+        for running in queries:
+            if running.query.isActive:
+                running.query.stop()
+        spark.streams.removeListener(listener)

@@ -8,6 +8,7 @@ live in :mod:`kafka_iceberg.spec.load`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -91,6 +92,15 @@ class SchemaRegistry(Frozen):
         if not value.startswith(("http://", "https://", "${")):
             raise ValueError("an http:// or https:// URL (or a ${env:...} / ${local:...} reference)")
         return value.rstrip("/")
+
+    def unresolved_values(self) -> dict[str, Any]:
+        """The values that may hold ``${...}`` references: the URL and the credentials."""
+        return {"url": self.url, "auth": self.auth.model_dump() if self.auth is not None else None}
+
+    def resolved(self, values: Mapping[str, Any]) -> SchemaRegistry:
+        """A copy with :meth:`unresolved_values` replaced by ``values``, their resolved form."""
+        auth = self.auth.model_copy(update=values["auth"]) if self.auth is not None else None
+        return self.model_copy(update={"url": values["url"], "auth": auth})
 
 
 class AvroFile(Frozen):
@@ -388,6 +398,10 @@ class TableSpec(Frozen):
     def partition_fields(self) -> list[PartitionField]:
         """Parsed ``partitioning`` entries."""
         return [parse_partition_field(p) for p in self.partitioning]
+
+    def with_registry(self, registry: SchemaRegistry) -> TableSpec:
+        """A copy reading ``registry`` (the environment's, or its own with references resolved)."""
+        return self.model_copy(update={"source": self.source.model_copy(update={"schema_registry": registry})})
 
     # What ``commit_mode`` implies for every stage, decided here and nowhere else.
     @property
