@@ -27,6 +27,7 @@ from tests.support.jobs import (
 from tests.support.kafka import create_topic, produce
 from tests.support.project import project
 from tests.support.run import unique
+from tests.support.verify import assert_verified
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -131,6 +132,7 @@ def test_compaction_during_ingestion_loses_and_duplicates_nothing(stack, lake, t
             job.kill()
 
     assert_exactly_once(catalog, table, topic)
+    assert_verified(path)  # through compactions and expiry, every offset once
     # Interleaved for real: while both ran, the snapshot log alternates between ingestion commits and
     # compactions again and again (sequential runs would give one block of each). Sometimes a
     # compaction even ran while a commit landed: its marker copy is then older than its parent's.
@@ -184,6 +186,8 @@ def test_two_pipelines_on_one_table_lose_and_duplicate_nothing(stack, lake, tmp_
             job.kill()
 
     assert_exactly_once(catalog, table, *topics.values())
+    for path in paths.values():
+        assert_verified(path)  # each pipeline's own offsets, from its own markers
     # Interleaved for real: while both ran, the snapshot log switched writer again and again (two
     # sequential runs would switch once).
     writers = [props(s).get(PIPELINE_KEY) for s in snapshots(catalog, table)[:concurrent_phase]]

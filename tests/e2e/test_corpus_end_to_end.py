@@ -19,6 +19,7 @@ from tests.corpus import FORMATS, load, load_target
 from tests.support import hostile
 from tests.support.kafka import consume_all, produce
 from tests.support.run import Ran, run_pipeline, unique
+from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
 
@@ -103,6 +104,7 @@ def run_messages(
     source = consume_all(stack.kafka_bootstrap, topic)
     assert [(r.key, r.value) for r in source] == messages  # the broker kept every byte, in order
     ran = run_pipeline(tmp_path, yaml_text)  # raises if the job fails
+    assert_verified(tmp_path / "pipelines" / "p.yml")
 
     rows = _unique_by_offset([r for r in _scan(lake, identifier) if r["topic"] == topic], lambda r: r["offset"])
     errors: dict[str, dict[int, ErrorRow]] = {}

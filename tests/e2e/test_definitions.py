@@ -11,6 +11,7 @@ from kafka_iceberg.observe.progress import Progress
 from kafka_iceberg.run import Observers, open_session, prepare, run
 from tests.support.kafka import produce
 from tests.support.project import REPO
+from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
 
@@ -44,3 +45,4 @@ def test_decorated_table_and_yaml_transform(stack, lake):
     assert [(r["id"], r["name"], r["amount"]) for r in orders] == [(1, "GREEN TEA", 3.0)]  # transform upper-cased
     events = lake.pyiceberg().load_table("web.events").scan().to_arrow().to_pylist()
     assert sorted(r["offset"] for r in events) == [0, 2]  # the YAML transform kept checkout events only
+    assert_verified(REPO / "fixtures" / "pipelines" / "decorated.yml")  # what the filter left out: dropped

@@ -10,6 +10,7 @@ import pytest
 from kafka_iceberg.observe.summary import parse_summary
 from tests.support.kafka import consume_all, produce
 from tests.support.project import REPO, entry_point
+from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
 PIPELINES = REPO / "fixtures" / "pipelines"
@@ -21,6 +22,7 @@ def ingest(fmt, pipeline, stack):
         f"ingest-{fmt}", "--pipeline", str(PIPELINES / pipeline), "--env", "local", stack_dir=stack.run_dir
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    assert_verified(PIPELINES / pipeline)
     return result
 
 
@@ -142,6 +144,7 @@ def test_ingest_a_pipeline_file_outside_the_project(stack, lake, tmp_path):
     result = entry_point("ingest-text", "--pipeline", str(pipeline), "--env", "local", stack_dir=stack.run_dir)
     assert result.returncode == 0, result.stdout + result.stderr
     assert [(r["offset"], r["value"]) for r in read(lake, f"{ns}.lines")] == [(0, "first"), (1, "second")]
+    assert_verified(pipeline)
 
 
 def test_upsert_across_runs_and_an_idempotent_rerun_through_spark_kafka_source(stack, lake, tmp_path):
@@ -190,3 +193,4 @@ def test_upsert_across_runs_and_an_idempotent_rerun_through_spark_kafka_source(s
     run()  # nothing new: no commit, nothing twice
     assert lake.pyiceberg().load_table(f"{ns}.accounts").metadata.current_snapshot_id == snapshot
     assert table() == {1: 10, 2: 22, 4: 40, 5: 50}
+    assert_verified(pipeline)  # an upsert table: reconciled per batch from its markers

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kafka_iceberg.observe.eventlog import EventLog
 from tests.support.kafka import consume_all, produce
 from tests.support.run import run_pipeline, unique
+from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
 
@@ -75,3 +76,4 @@ tables:
     assert sum(e["records_error_topic"] for e in batches) == published
     assert {e["table_name"] for e in batches} == {f"{ns}.events"}
     assert all(e["snapshot_id"] is not None and e["commit_latency_ms"] > 0 for e in batches)
+    assert_verified(tmp_path / "pipelines" / "p.yml")  # the drops, the error topic and the rows: every offset once

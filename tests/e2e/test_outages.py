@@ -20,6 +20,7 @@ from tests.support.jobs import Job, committed, coordinates, id_pipeline
 from tests.support.kafka import create_topic, produce
 from tests.support.project import project
 from tests.support.run import unique
+from tests.support.verify import assert_verified
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -75,7 +76,7 @@ def produce_half(bootstrap, topic, half):
 
 @pytest.mark.parametrize("service", ["catalog", "s3", "kafka"])
 def test_an_outage_retries_with_backoff_fails_clearly_and_a_rerun_completes_exactly_once(
-    service, split_stack, tmp_path
+    service, split_stack, tmp_path, monkeypatch
 ):
     state = split_stack.read_state()
     status = state.describe()
@@ -132,3 +133,5 @@ def test_an_outage_retries_with_backoff_fails_clearly_and_a_rerun_completes_exac
     assert set(rows) == {(topic, p, o) for p in range(PARTITIONS) for o in range(2 * HALF)}
     ids = catalog.load_table(table).scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
     assert sorted(ids) == sorted(p * 10_000 + i for p in range(PARTITIONS) for i in range(2 * HALF))
+    monkeypatch.setenv("KAFKA_ICEBERG_RUN_DIR", str(state.run_dir))  # verify reads this split stack
+    assert_verified(path)

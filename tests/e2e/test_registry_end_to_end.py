@@ -17,6 +17,7 @@ from kafka_iceberg.cli.demo import avro_value
 from tests.support.kafka import consume_all, produce
 from tests.support.project import entry_point, project
 from tests.support.run import run_pipeline, unique
+from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
 
@@ -72,6 +73,7 @@ tables:
         "unknown schema id 32767 in value (the schema registry has no such avro schema)",
         "wrong magic byte 0x7b in value (the Confluent wire format starts with 0x00)",
     ]
+    assert_verified(path)
 
 
 def test_protobuf_and_json_schema_land_nested_and_typed(tmp_path, lake, stack):
@@ -127,6 +129,7 @@ tables:
     assert [(x["sku"], x["qty"]) for x in landed["lines"]] == [("a", 2), ("b", 1)]  # repeated nested message
     assert landed["at"] == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)  # an instant: timestamptz
     assert [(r["id"], r["page"]) for r in rows(lake, f"{ns}.clicks")] == [(1, "/")]
+    assert_verified(tmp_path / "pipelines" / "p.yml")
 
 
 CONNECT_SCHEMA = {
@@ -201,3 +204,4 @@ tables:
         "id BIGINT, name STRING, qty INT, _op STRING, _source_position BIGINT",
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+    assert_verified(tmp_path / "pipelines" / "p.yml")  # an upsert table: reconciled per batch

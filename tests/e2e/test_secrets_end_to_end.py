@@ -200,6 +200,7 @@ def test_no_secret_in_output_logs_event_log_or_written_files(tmp_path, stack, se
         "plan": _cli(["kafka-iceberg", "-v", "plan", *common], cwd=project, env=env),
         "run": _cli(["kafka-iceberg", "-v", "run", *common], cwd=project, env=env),
         "maintain": _cli(["maintain-tables", "-v", *common], cwd=project, env=env),
+        "verify": _cli(["kafka-iceberg", "verify", *common], cwd=project, env=env),
     }
     for name, done in runs.items():
         print(f"--- {name}: exit {done.returncode}\n{done.stdout}\n{done.stderr}")
@@ -207,6 +208,7 @@ def test_no_secret_in_output_logs_event_log_or_written_files(tmp_path, stack, se
     assert runs["run"].returncode == 1  # strict_orders' bad record, no error target
     assert f"topic {strict} partition 0 offset 1" in runs["run"].stderr
     assert runs["maintain"].returncode == 0
+    assert runs["verify"].returncode == 0  # every offset committed so far in one place, through the secured stack
 
     # The secrets were used: the catalog, the store and the broker refuse anything else
     # (test_the_stack_really_checks_credentials), and the good rows really are in the table.

@@ -19,6 +19,7 @@ import pytest
 from kafka_iceberg import faults
 from kafka_iceberg.run.batch import BatchProcessor
 from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.write.marker import DROPPED
 from tests.decode.conftest import KAFKA_SCHEMA, Msg, kafka_rows
 
 STREAM = "unit-stream"
@@ -115,3 +116,23 @@ def test_a_crash_between_two_steps_then_the_redelivered_batch_leaves_one_copy(sp
     assert again == ([] if committed else ["commit table", "committed"])
     assert rows_of(spark, table) == [(0, 0), (0, 2), (0, 4)]
     assert rows_of(spark, quarantine) == [(0, 1), (0, 3)]  # once, though routed twice
+
+
+def odd_ids_only(rows: Any) -> Any:
+    """A filtering transform (``tests.run.test_batch:odd_ids_only``)."""
+    return rows.where("id % 2 = 1")
+
+
+def test_records_a_transform_filters_out_are_counted_as_dropped_in_the_report_and_the_marker(spark, files_catalog):
+    """Nothing vanishes unaccounted: ``verify`` reads the marker's drop count (issue 21)."""
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    filtering = spec(ns).model_copy(update={"transform": "tests.run.test_batch:odd_ids_only", "expectations": {}})
+    raw = spark.createDataFrame(kafka_rows(MESSAGES), KAFKA_SCHEMA)
+    report = BatchProcessor(spark, "unit", filtering, files_catalog).process(
+        raw, batch_id=0, stream=STREAM, offsets=OFFSETS
+    )
+    assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 0), (0, 4)]  # ids 1 and 3
+    assert (report.records_in, report.records_written, report.records_quarantined) == (5, 2, 1)
+    assert report.records_dropped == 2  # ids 2 and 0, filtered out by the transform
+    marker = BatchProcessor(spark, "unit", filtering, files_catalog).resume(STREAM)
+    assert marker is not None and marker.extra[DROPPED] == "2"

@@ -180,8 +180,10 @@ class BatchProcessor:
         for frame in decoded.to_persist():
             persist(frame)  # rows and errors are both read from it: one decode pass per batch
         rows = decoded.rows
+        filtered = 0
         if self._transform is not None:
-            rows = self._transform(rows)
+            before = rows.count()
+            rows = persist(self._transform(rows))  # cached: it may be costly, and it is counted
             missing = [c for c in COORDINATES if c not in rows.columns]
             if missing:
                 raise ConfigError.one(
@@ -191,18 +193,21 @@ class BatchProcessor:
                     f"a function keeping the columns {', '.join(COORDINATES)} (it dropped {', '.join(missing)})",
                     "BAD_TRANSFORM",
                 )
+            # A transform that filters drops those records on purpose: counted, so nothing vanishes
+            # unaccounted (``verify``). One that adds rows is not a filter; it drops nothing.
+            filtered = max(0, before - rows.count())
         payload = _payload_columns(rows.columns)
-        # Without a transform the rows are a projection of the cached decode outcome: caching the
-        # flagged rows again would only copy them. A transform's output is cached (it may be costly).
+        # The rows are a projection of a cached frame (the decode outcome, or the transform's output):
+        # caching the flagged rows again would only copy them.
         rows, quarantined, expectations = apply_expectations(
             rows,
             raw,
             self.spec.expectations,
             payload_columns=payload,
-            persist=persist if self._transform is not None or not decoded.to_persist() else _keep,
+            persist=_keep if self._transform is not None or decoded.to_persist() else persist,
         )
         report.expectations_passed, report.expectations_failed = expectations.passed, expectations.failed
-        report.records_dropped = expectations.dropped
+        report.records_dropped = expectations.dropped + filtered
         writable = [f for f in rows.schema.fields if not f.name.startswith(INTERNAL_PREFIX)]
         from pyspark.sql.types import StructType
 
@@ -225,8 +230,8 @@ class BatchProcessor:
             self.writer.apply(plan)
         if not self.spec.upserts and TOMBSTONE_COLUMN in rows.columns:
             rows = rows.drop(TOMBSTONE_COLUMN)
-        # Records dropped on purpose (``drop`` expectations, ``skip_error``), cumulative per stream and
-        # committed with the offsets, so that ``verify`` can account for them.
+        # Records dropped on purpose (``drop`` expectations, a filtering transform, ``skip_error``),
+        # cumulative per stream and committed with the offsets, so that ``verify`` can account for them.
         dropped = self._dropped + report.records_dropped + report.records_skipped
         marker = CommitMarker(
             stream=stream,

@@ -19,7 +19,7 @@ OFFSETS_KEY = "kafka-iceberg.offsets"
 ERROR_OFFSETS_KEY = "kafka-iceberg.error-offsets"
 # Set on markers that maintenance copied into its own snapshots (compaction, manifest rewrites).
 COPIED_FROM_KEY = "kafka-iceberg.copied-from"
-DROPPED = "dropped"  # extra entry: records dropped on purpose so far (expectations, skip_error), per stream
+DROPPED = "dropped"  # extra entry: records dropped on purpose so far (expectations, transforms, skip_error), per stream
 DROPPED_KEY = MARKER_PREFIX + DROPPED
 # Set on maintenance snapshots too: JSON list of the newest markers of every *other* pipeline and
 # stream in the ancestry (each a dict of its summary entries), so that the markers of a second
