@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 
 from kafka_iceberg import faults
+from kafka_iceberg.checks.error_topic import H_OFFSET, H_PARTITION, ErrorTopicPublisher
 from kafka_iceberg.run.batch import BatchProcessor
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write.marker import DROPPED
 from tests.decode.conftest import KAFKA_SCHEMA, Msg, kafka_rows
+from tests.support.kafka import consume_all
 
 STREAM = "unit-stream"
 
@@ -136,3 +138,63 @@ def test_records_a_transform_filters_out_are_counted_as_dropped_in_the_report_an
     assert report.records_dropped == 2  # ids 2 and 0, filtered out by the transform
     marker = BatchProcessor(spark, "unit", filtering, files_catalog).resume(STREAM)
     assert marker is not None and marker.extra[DROPPED] == "2"
+
+
+GOOD, BAD = json.dumps({"id": 1, "note": "ok"}), "not json"
+
+
+@pytest.mark.integration
+def test_a_restart_that_cuts_its_batches_differently_publishes_no_error_record_twice(spark, files_catalog, stack):
+    """The direct reader's duplicate (seed 403533998): a restart re-cuts the crashed batch.
+
+    The crashed run published the bad records of both partitions; the restart's first batch reads
+    only partition 0 and publishes a new bad record there, so the topic's end moves past the record
+    of partition 1 it found. Its commit must still send the next recovery back to that record, or the
+    batch that finally reads partition 1 publishes it a second time.
+    """
+    ns, topic = f"bp_{uuid.uuid4().hex[:8]}", f"bp_errors_{uuid.uuid4().hex[:8]}"
+    table = TableSpec.model_validate(
+        {
+            "name": "events",
+            "namespace": ns,
+            "source": {"topics": ["t"], "format": "flatten"},
+            "schema": {"columns": {"id": "long", "note": "string"}},
+            "schema_evolution": "strict",
+            "partition_window": "none",
+            "errors": {"error_topic": topic},
+        }
+    )
+    p0 = [Msg(None, v, partition=0, offset=o) for o, v in enumerate([GOOD, BAD, GOOD, BAD, GOOD])]
+    p1 = [Msg(None, v, partition=1, offset=o) for o, v in enumerate([GOOD, BAD, GOOD])]
+
+    def processor() -> BatchProcessor:  # a fresh process: a fresh publisher, which recovers on resume
+        conf = {"bootstrap.servers": stack.kafka_bootstrap}
+        publisher = ErrorTopicPublisher(topic, conf, conf, pipeline="unit", table=table.identifier)
+        bp = BatchProcessor(spark, "unit", table, files_catalog, publisher=publisher)
+        bp.resume(STREAM)
+        return bp
+
+    def batch(bp: BatchProcessor, batch_id: int, messages: list[Msg], offsets: dict[str, dict[int, int]]) -> None:
+        bp.process(spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA), batch_id=batch_id, stream=STREAM,
+                   offsets=offsets)  # fmt: skip
+
+    def die_once_published(point: str) -> None:
+        if point == "published":
+            raise Crash(point)
+
+    crashed = processor()
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(Crash):
+        patch.setattr(faults, "reached", die_once_published)
+        batch(crashed, 0, p0[:3] + p1, {"t": {0: 3, 1: 3}})  # publishes (0, 1) and (1, 1), then dies
+    restarted = processor()
+    batch(restarted, 0, p0, {"t": {0: 5}})  # partition 0 only: (0, 1) found already, (0, 3) is new
+    restarted.publisher.close()
+    again = processor()
+    batch(again, 1, p1, {"t": {0: 5, 1: 3}})  # (1, 1) must be found, not sent again
+    again.publisher.close()
+    crashed.publisher.close()
+
+    published = sorted((int(dict(m.headers)[H_PARTITION]), int(dict(m.headers)[H_OFFSET]))
+                       for m in consume_all(stack.kafka_bootstrap, topic))  # fmt: skip
+    assert published == [(0, 1), (0, 3), (1, 1)]
+    assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 0), (0, 2), (0, 4), (1, 0), (1, 2)]

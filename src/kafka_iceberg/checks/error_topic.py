@@ -8,8 +8,10 @@ Each batch's records are sent in one Kafka transaction of a transactional produc
 fixed per pipeline, table and error topic. A restart's :meth:`ErrorTopicPublisher.recover` first
 calls ``init_transactions``, which fences any earlier producer of that id (a crashed run whose
 requests may still be in flight) and aborts its open transaction; it then reads the error topic
-with ``isolation.level=read_committed`` from the end offsets recorded with the table's last commit
+with ``isolation.level=read_committed`` from the offsets recorded with the table's last commit
 up to the high watermark it read *after* the fencing, until the consumer's position reaches it.
+The offsets a commit records are the topic's end, held back to the first record a recovery found
+whose source record is not committed yet (:meth:`ErrorTopicPublisher.resume_offsets`).
 Nothing there depends on a poll timing out: a scan that cannot reach the end fails the run. A batch
 that published and then crashed before its table commit is published again on restart without
 the records already committed to the topic; an aborted transaction's records are invisible to every
@@ -69,6 +71,8 @@ class ErrorTopicPublisher:
     table: str
     scan_timeout_s: float = SCAN_TIMEOUT_S_DEFAULT
     _already: set[Coordinate] | None = field(default=None, repr=False)
+    # Where each record found by recover() sits in the error topic: (partition, offset).
+    _held: dict[Coordinate, tuple[int, int]] = field(default_factory=dict, repr=False)
     _producer: Any = field(default=None, repr=False)
 
     @property
@@ -105,14 +109,34 @@ class ErrorTopicPublisher:
             ErrorTopicError: the topic could not be read up to its end within ``scan_timeout_s``.
         """
         self._open()
-        found: set[Coordinate] = set()
-        for headers in read_committed(self.consumer_config, self.topic, since, timeout=self.scan_timeout_s):
+        held: dict[Coordinate, tuple[int, int]] = {}
+        for msg in read_records(self.consumer_config, self.topic, since, timeout=self.scan_timeout_s):
+            headers = {str(k): v for k, v in (msg.headers() or [])}
             if headers.get(H_PIPELINE) == self.pipeline.encode() and headers.get(H_TABLE) == self.table.encode():
-                found.add((headers[H_TOPIC].decode(), int(headers[H_PARTITION]), int(headers[H_OFFSET])))
-        self._already = found
-        if found:
-            log.info("error topic %s already holds %d record(s) of an uncommitted batch", self.topic, len(found))
-        return len(found)
+                source = (headers[H_TOPIC].decode(), int(headers[H_PARTITION]), int(headers[H_OFFSET]))
+                held[source] = (msg.partition(), msg.offset())
+        self._held, self._already = held, set(held)
+        if held:
+            log.info("error topic %s already holds %d record(s) of an uncommitted batch", self.topic, len(held))
+        return len(held)
+
+    def resume_offsets(self, consumed: Mapping[str, Mapping[int, int]], end: Mapping[int, int]) -> dict[int, int]:
+        """Where the next :meth:`recover` must start, for a commit that consumed up to ``consumed``.
+
+        ``end`` (the topic's end after this run's last publish), held back to any record the recovery
+        found whose source record ``consumed`` does not cover yet. A restarted direct reader cuts its
+        batches afresh: a crashed batch's published records may belong to a later batch than the one
+        being committed, and a start past them would forget them and publish them again.
+
+        Args:
+            consumed: the source offsets the commit records (``{topic: {partition: next offset}}``).
+            end: the error topic's end offsets recorded so far.
+        """
+        out = dict(end)
+        for (topic, partition, offset), (held_partition, held_offset) in self._held.items():
+            if offset >= consumed.get(topic, {}).get(partition, 0):
+                out[held_partition] = min(out.get(held_partition, held_offset), held_offset)
+        return out
 
     def publish(self, rows: Iterable[Any]) -> tuple[int, dict[int, int] | None]:
         """Send error rows not published before, in one transaction.

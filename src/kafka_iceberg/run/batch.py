@@ -233,11 +233,16 @@ class BatchProcessor:
         # Records dropped on purpose (``drop`` expectations, a filtering transform, ``skip_error``),
         # cumulative per stream and committed with the offsets, so that ``verify`` can account for them.
         dropped = self._dropped + report.records_dropped + report.records_skipped
+        error_offsets = self._error_offsets
+        if self.publisher is not None:  # the next recovery must still find what it found and no commit consumed
+            topic = self.publisher.topic
+            start = self.publisher.resume_offsets(offsets, error_offsets.get(topic, {}))
+            error_offsets = {**error_offsets, topic: start} if start else error_offsets
         marker = CommitMarker(
             stream=stream,
             batch_id=batch_id,
             offsets=offsets,
-            error_offsets=self._error_offsets,
+            error_offsets=error_offsets,
             extra={DROPPED: str(dropped)},
         )
         write_started = time.monotonic()

@@ -140,7 +140,7 @@ def _problems(env: Environment, jobs: list[TableJob], failures: list[tuple[Locat
         elif ref.text in reported:
             continue  # a setting made from a value the file holds: reported there
         else:
-            file, path = env.source_file, ""  # a table's own Spark source option, say
+            file, path = env.source_file, ""  # made from no key a file holds as such (a topic name, say)
         reported.add(ref.text)
         problems.append(Problem(file, path, ref.text, f"a reference that resolves ({why})", "UNRESOLVED_REFERENCE"))
     return problems
