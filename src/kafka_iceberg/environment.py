@@ -194,6 +194,13 @@ def used_catalogs(env: Environment, table_catalogs: Collection[str]) -> set[str]
     return used
 
 
+def _read_by_run(loc: tuple[str | int, ...], catalogs: Collection[str] | None, registry: bool) -> bool:
+    """Whether a run writing to ``catalogs`` (None: all) reads the environment's value at ``loc``."""
+    if loc[0] == "catalogs":
+        return catalogs is None or (len(loc) > 1 and loc[1] in catalogs)
+    return registry or loc[0] != "schema_registry"
+
+
 def needed_values(env: Environment, catalogs: Collection[str], *, registry: bool) -> dict[str, Any]:
     """The environment as its file holds it, less what a run writing to ``catalogs`` does not read.
 
@@ -201,8 +208,8 @@ def needed_values(env: Environment, catalogs: Collection[str], *, registry: bool
     ``registry`` (a table of the run reads it); see :func:`references`.
     """
     data = env.model_dump(mode="json")
-    data["catalogs"] = {name: profile for name, profile in data["catalogs"].items() if name in catalogs}
-    if not registry:
+    data["catalogs"] = {n: p for n, p in data["catalogs"].items() if _read_by_run(("catalogs", n), catalogs, registry)}
+    if not _read_by_run(("schema_registry",), catalogs, registry):
         data.pop("schema_registry", None)
     return data
 
@@ -219,11 +226,7 @@ def references(
     """
     out: list[tuple[str, Ref]] = []
     for loc, ref in references_in(env.model_dump(mode="json")):
-        if loc[0] == "catalogs":
-            needed = catalogs is None or (len(loc) > 1 and loc[1] in catalogs)
-        else:
-            needed = registry or loc[0] != "schema_registry"
-        if needed == used:
+        if _read_by_run(loc, catalogs, registry) == used:
             out.append((key_path(loc), ref))
     return out
 

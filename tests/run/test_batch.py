@@ -31,7 +31,7 @@ class Crash(BaseException):
     """The process died here (BaseException: nothing in the processor may swallow it)."""
 
 
-def spec(ns: str) -> TableSpec:
+def spec(ns: str, **overrides: Any) -> TableSpec:
     return TableSpec.model_validate(
         {
             "name": "events",
@@ -43,6 +43,7 @@ def spec(ns: str) -> TableSpec:
             "expectations": {"positive": {"expr": "id > 0", "on_violation": "quarantine"}},
             "errors": {"quarantine_table": f"{ns}.events_quarantine"},
         }
+        | overrides
     )
 
 
@@ -153,17 +154,7 @@ def test_a_restart_that_cuts_its_batches_differently_publishes_no_error_record_t
     batch that finally reads partition 1 publishes it a second time.
     """
     ns, topic = f"bp_{uuid.uuid4().hex[:8]}", f"bp_errors_{uuid.uuid4().hex[:8]}"
-    table = TableSpec.model_validate(
-        {
-            "name": "events",
-            "namespace": ns,
-            "source": {"topics": ["t"], "format": "flatten"},
-            "schema": {"columns": {"id": "long", "note": "string"}},
-            "schema_evolution": "strict",
-            "partition_window": "none",
-            "errors": {"error_topic": topic},
-        }
-    )
+    table = spec(ns, expectations={}, errors={"error_topic": topic})
     p0 = [Msg(None, v, partition=0, offset=o) for o, v in enumerate([GOOD, BAD, GOOD, BAD, GOOD])]
     p1 = [Msg(None, v, partition=1, offset=o) for o, v in enumerate([GOOD, BAD, GOOD])]
 

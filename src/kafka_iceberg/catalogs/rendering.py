@@ -300,9 +300,9 @@ def render(name: str, profile: CatalogProfile) -> RenderedCatalog:
     _render_storage(out, profile.storage)
     for key, value in profile.properties.items():
         out.set(key, value)
-    prefix = out.key("") + "."  # judge the property, not the catalog's name ("tokens" is a name)
+    # Judged by the property, not the catalog's name ("tokens" is a name).
     out.secret_keys |= {
-        k for k, raw in out.conf.items() if raw and k.startswith(prefix) and is_sensitive(k[len(prefix) :], raw)
+        out.key(prop) for prop, raw in catalog_properties(name, out.conf).items() if raw and is_sensitive(prop, raw)
     }
     out.cluster_jars = list(dict.fromkeys(out.cluster_jars))
     return out

@@ -70,8 +70,7 @@ class ErrorTopicPublisher:
     pipeline: str
     table: str
     scan_timeout_s: float = SCAN_TIMEOUT_S_DEFAULT
-    _already: set[Coordinate] | None = field(default=None, repr=False)
-    # Where each record found by recover() sits in the error topic: (partition, offset).
+    # The source records recover() found published, and where each sits in the error topic.
     _held: dict[Coordinate, tuple[int, int]] = field(default_factory=dict, repr=False)
     _producer: Any = field(default=None, repr=False)
 
@@ -115,7 +114,7 @@ class ErrorTopicPublisher:
             if headers.get(H_PIPELINE) == self.pipeline.encode() and headers.get(H_TABLE) == self.table.encode():
                 source = (headers[H_TOPIC].decode(), int(headers[H_PARTITION]), int(headers[H_OFFSET]))
                 held[source] = (msg.partition(), msg.offset())
-        self._held, self._already = held, set(held)
+        self._held = held
         if held:
             log.info("error topic %s already holds %d record(s) of an uncommitted batch", self.topic, len(held))
         return len(held)
@@ -154,7 +153,7 @@ class ErrorTopicPublisher:
                 failures.append(err)
 
         sent = 0
-        already = self._already or set()
+        already = self._held
         producer.begin_transaction()
         try:
             for row in rows:
