@@ -45,8 +45,9 @@ bench: jars  ## throughput, overhead, freshness and file layout against baseline
 SEEDS   ?= 20
 READER  ?= both
 RECORDS ?= 200000
-chaos: jars  ## the crash test for many seeds (SEEDS=20 READER=spark|direct|both RECORDS=200000 [FIRST_SEED=n]), each seed's outcome
-	$(PY) -m tests.e2e.chaos --seeds $(SEEDS) --reader $(READER) --records $(RECORDS) $(if $(FIRST_SEED),--first-seed $(FIRST_SEED))
+WRITER  ?= auto
+chaos: jars  ## the crash test for many seeds (SEEDS=20 READER=spark|direct|both RECORDS=200000 WRITER=auto|spark|arrow [FIRST_SEED=n]), each seed's outcome
+	$(PY) -m tests.e2e.chaos --seeds $(SEEDS) --reader $(READER) --records $(RECORDS) --writer $(WRITER) $(if $(FIRST_SEED),--first-seed $(FIRST_SEED))
 
 stack-up: venv
 	$(BIN)/kafka-iceberg local up

@@ -5,7 +5,8 @@ records (each file is one micro-batch on replay, as ``kafka-iceberg capture`` wr
 files are written the way ``capture`` writes them, in row groups of ``ROW_GROUP_RECORDS``). About
 0.5 % of the messages are bad in a way the format can tell (broken JSON, wrong types, unknown fields, wrong
 CSV column counts, invalid UTF-8, Avro with a wrong magic byte or cut short), so the error path runs;
-binary messages cannot be bad.
+binary messages cannot be bad. A *clean* dataset (``bad_share=0``, named ``<fmt>_<size>_clean``) is
+the same messages with none bad and none violating the expectation: what a healthy topic looks like.
 
 Avro messages are in the Confluent wire format: their schema id is the one the bench's own registry
 gave ``AVRO_SCHEMA`` (``Dataset.schema_id``), so they are generated after the stack is up.
@@ -188,10 +189,11 @@ class Dataset:
     records_per_file: int
     seed: int = 7
     schema_id: int = 0  # avro: the id of AVRO_SCHEMA in the registry the bench runs against
+    bad_share: float = BAD_SHARE  # 0: a clean topic (no decode errors, no expectation violations)
 
     @property
     def name(self) -> str:
-        return f"{self.fmt}_{self.size}"
+        return f"{self.fmt}_{self.size}" + ("_clean" if self.bad_share == 0 else "")
 
     @property
     def topic(self) -> str:
@@ -271,11 +273,11 @@ def _dumps(doc: Any) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
-def flatten_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]:
+def flatten_message(rng: random.Random, i: int, large: bool, bad_share: float = BAD_SHARE) -> tuple[bytes, str]:
     """``(value, kind)``: kind is ``good``, ``violation`` (fails the expectation) or ``bad``."""
     doc = flatten_doc(rng, i, large)
     roll = rng.random()
-    if roll < BAD_SHARE:
+    if roll < bad_share:
         kind = i % 3
         if kind == 0:
             return _dumps(doc)[:-7].encode(), "bad"  # truncated document
@@ -284,16 +286,16 @@ def flatten_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str
         else:
             doc["promo"] = "x"  # unknown field (schema_evolution: strict)
         return _dumps(doc).encode(), "bad"
-    if roll < BAD_SHARE + VIOLATION_SHARE:
+    if roll < bad_share + (VIOLATION_SHARE if bad_share else 0):
         doc["amt"] = -doc["amt"] - 1  # decodes, but violates amount >= 0
         return _dumps(doc).encode(), "violation"
     return _dumps(doc).encode(), "good"
 
 
-def json_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]:
+def json_message(rng: random.Random, i: int, large: bool, bad_share: float = BAD_SHARE) -> tuple[bytes, str]:
     """A JSON document kept as sent (format json); a broken one is an error."""
     text = _dumps(flatten_doc(rng, i, large))
-    if rng.random() < BAD_SHARE:
+    if rng.random() < bad_share:
         return (text[:-3] if i % 2 else text.replace('":', '" ', 1)).encode(), "bad"
     return text.encode(), "good"
 
@@ -304,7 +306,7 @@ def _csv_field(text: str) -> str:
     return text
 
 
-def csv_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]:
+def csv_message(rng: random.Random, i: int, large: bool, bad_share: float = BAD_SHARE) -> tuple[bytes, str]:
     """A 10-column CSV line; a quoted comment field holding commas and quotes now and then."""
     cc, city = rng.choice(_CITIES)
     ts = START + dt.timedelta(milliseconds=i * 7)
@@ -324,7 +326,7 @@ def csv_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]:
         comment,
     ]
     kind = "good"
-    if rng.random() < BAD_SHARE:
+    if rng.random() < bad_share:
         kind = "bad"
         if i % 2:
             fields = fields[:7]  # wrong column count
@@ -333,7 +335,7 @@ def csv_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]:
     return ",".join(_csv_field(f) for f in fields).encode(), kind
 
 
-def text_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]:
+def text_message(rng: random.Random, i: int, large: bool, bad_share: float = BAD_SHARE) -> tuple[bytes, str]:
     """An access-log line (large: with a long diagnostic tail); invalid UTF-8 is an error."""
     ts = START + dt.timedelta(milliseconds=i * 7)
     line = (
@@ -344,12 +346,12 @@ def text_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]:
     if large:
         line += " trace=" + _words(rng, 140)
     data = line.encode()
-    if rng.random() < BAD_SHARE:
+    if rng.random() < bad_share:
         return data[:40] + b"\xff\xfe" + data[42:], "bad"
     return data, "good"
 
 
-def binary_message(rng: random.Random, i: int, large: bool) -> tuple[bytes, str]:
+def binary_message(rng: random.Random, i: int, large: bool, bad_share: float = 0.0) -> tuple[bytes, str]:
     """An opaque record: a fixed binary header, then half-compressible payload bytes."""
     n = 200 if not large else 1200
     head = i.to_bytes(8, "big") + rng.getrandbits(64).to_bytes(8, "big")
@@ -365,7 +367,9 @@ def avro_writer_schema() -> Any:
     return fastavro.parse_schema(AVRO_SCHEMA)
 
 
-def avro_message(rng: random.Random, i: int, large: bool, schema_id: int = 0) -> tuple[bytes, str]:
+def avro_message(
+    rng: random.Random, i: int, large: bool, schema_id: int = 0, bad_share: float = BAD_SHARE
+) -> tuple[bytes, str]:
     """The flatten event as Avro in the Confluent wire format; now and then not Avro, or cut short."""
     import fastavro
 
@@ -384,14 +388,14 @@ def avro_message(rng: random.Random, i: int, large: bool, schema_id: int = 0) ->
     fastavro.schemaless_writer(out, avro_writer_schema(), record)
     body = out.getvalue()
     header = b"\x00" + schema_id.to_bytes(4, "big")
-    if rng.random() < BAD_SHARE:
+    if rng.random() < bad_share:
         if i % 2:
             return _dumps(doc).encode(), "bad"  # a JSON producer on the Avro topic: wrong magic byte
         return header + body[: len(body) // 2], "bad"  # cut short: does not match the writer schema
     return header + body, "good"
 
 
-GENERATORS: dict[str, Callable[[random.Random, int, bool], tuple[bytes, str]]] = {
+GENERATORS: dict[str, Callable[..., tuple[bytes, str]]] = {
     "flatten": flatten_message,
     "json": json_message,
     "csv": csv_message,
@@ -403,10 +407,10 @@ GENERATORS: dict[str, Callable[[random.Random, int, bool], tuple[bytes, str]]] =
 
 def messages(ds: Dataset) -> Iterator[tuple[int, int, int, bytes, bytes, str]]:
     """``(partition, offset, timestamp_ms, key, value, kind)`` for every record of ``ds``, in Kafka order."""
-    rng = random.Random(f"{ds.seed}-{ds.name}")
-    gen = GENERATORS[ds.fmt]
+    rng = random.Random(f"{ds.seed}-{ds.fmt}_{ds.size}")  # a clean topic: the same draws, none made bad
+    gen = functools.partial(GENERATORS[ds.fmt], bad_share=ds.bad_share)
     if ds.fmt == "avro":
-        gen = functools.partial(avro_message, schema_id=ds.schema_id)
+        gen = functools.partial(avro_message, schema_id=ds.schema_id, bad_share=ds.bad_share)
     large = ds.size == "large"
     next_offset = [0] * PARTITIONS
     base_ms = int(START.timestamp() * 1000)

@@ -210,8 +210,12 @@ class Bench:
         return self.framework(ds, gen, mode, decoder="arrow")
 
     def framework_arrow_writer(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
-        """The framework with ``write.engine: arrow`` (Spark decoder, data files written by pyarrow)."""
+        """The framework with ``write.engine: arrow`` (Spark decoder, the single pass)."""
         return self.framework(ds, gen, mode, writer="arrow")
+
+    def framework_spark_writer(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+        """The framework with ``write.engine: spark`` (Spark decoder, step by step)."""
+        return self.framework(ds, gen, mode, writer="spark")
 
     def baseline_a(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
         name = self.unique(f"base_{ds.name}_{mode}")
@@ -229,6 +233,18 @@ class Bench:
         table = f"lake.{framework.NAMESPACE}.{name}"
         with measure.Meter(self.spark) as meter:
             baselines.spark_arrow_baseline(self.spark, ds, replay, table, self.run_work / name)
+        return {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}",
+                "records": gen.good_records, "megabytes": gen.good_value_bytes / 1e6}  # fmt: skip
+
+    def baseline_d(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+        """Hand-written pyarrow parse and Parquet write inside Spark tasks, one Java commit per batch."""
+        name = self.unique(f"arrow_writer_{ds.name}")
+        replay = self.run_work / f"good-{ds.name}"
+        if not replay.exists():
+            baselines.good_replay_files(Path(gen.good_file), replay, ds.records_per_file)
+        table = f"lake.{framework.NAMESPACE}.{name}"
+        with measure.Meter(self.spark) as meter:
+            baselines.arrow_writer_baseline(self.spark, ds, replay, table, self.run_work / name)
         return {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}",
                 "records": gen.good_records, "megabytes": gen.good_value_bytes / 1e6}  # fmt: skip
 
@@ -250,17 +266,19 @@ class Bench:
     def datasets(self) -> list[tuple[datagen.Dataset, datagen.Generated]]:
         a = self.args
         out = []
-        for fmt in datagen.FORMATS:
-            for size in datagen.SIZES:
-                n, per = (a.small, a.per_file_small) if size == "small" else (a.large, a.per_file_large)
-                ds = datagen.Dataset(fmt, size, n, per, schema_id=self.schema_ids.get(f"{fmt}_{size}", 0))
-                if a.only and ds.name not in a.only:
-                    continue
-                started = time.monotonic()
-                gen = datagen.write_dataset(ds, self.work / "data")
-                self.log(f"data {ds.name}: {gen.records:,} records, {gen.avg_bytes:.0f} B avg, "
-                         f"{gen.bad_records} bad ({time.monotonic() - started:.1f}s)")  # fmt: skip
-                out.append((ds, gen))
+        wanted = [(fmt, size, datagen.BAD_SHARE) for fmt in datagen.FORMATS for size in datagen.SIZES]
+        wanted += [(fmt, size, 0.0) for fmt in TWO_DECODERS for size in datagen.SIZES]  # clean topics
+        for fmt, size, bad_share in wanted:
+            n, per = (a.small, a.per_file_small) if size == "small" else (a.large, a.per_file_large)
+            schema_id = self.schema_ids.get(f"{fmt}_{size}", 0)
+            ds = datagen.Dataset(fmt, size, n, per, schema_id=schema_id, bad_share=bad_share)
+            if a.only and ds.name not in a.only:
+                continue
+            started = time.monotonic()
+            gen = datagen.write_dataset(ds, self.work / "data")
+            self.log(f"data {ds.name}: {gen.records:,} records, {gen.avg_bytes:.0f} B avg, "
+                     f"{gen.bad_records} bad ({time.monotonic() - started:.1f}s)")  # fmt: skip
+            out.append((ds, gen))
         return out
 
     def start(self) -> None:
@@ -320,9 +338,9 @@ class Bench:
                     entry = entries.setdefault(key, new_entry(ds, gen, mode))
                     order = ["framework", "baseline_a"] if (i + rep) % 2 == 0 else ["baseline_a", "framework"]
                     if mode == "append" and ds.fmt in TWO_DECODERS:
-                        order[1:1] = ["framework_arrow", "baseline_c"]
-                    if mode == "append":
-                        order.insert(1, "framework_arrow_writer")
+                        order[1:1] = ["framework_arrow", "baseline_c", "baseline_d"]
+                    if mode == "append":  # the writer that write.engine auto did not take
+                        order.insert(1, other_writer(ds))
                     for which in order:
                         result = getattr(self, which)(ds, gen, mode)
                         entry[which].append(result)
@@ -336,9 +354,11 @@ class Bench:
                             "framework": measure.table_layout(self.catalog, entry["framework"][0]["table"]),
                             "baseline_a": measure.table_layout(self.catalog, entry["baseline_a"][0]["table"]),
                         }
-                        if entry.get("framework_arrow_writer"):
+                        arrow_run = "framework_arrow_writer" if entry.get("framework_arrow_writer") else None
+                        arrow_run = arrow_run or ("framework" if entry.get("framework_spark_writer") else None)
+                        if arrow_run:  # the Arrow writer's run: measured beside auto, or auto itself
                             entry["layout"]["framework_arrow_writer"] = measure.table_layout(
-                                self.catalog, entry["framework_arrow_writer"][0]["table"]
+                                self.catalog, entry[arrow_run][0]["table"]
                             )
                 sweep_seconds = time.monotonic() - sweep_started
             lat = None
@@ -384,12 +404,19 @@ def register_avro_schema(registry_url: str) -> dict[str, int]:
     return out
 
 
+def other_writer(ds: datagen.Dataset) -> str:
+    """The measurement of the writer that ``write.engine: auto`` does not take for ``ds``."""
+    from kafka_iceberg.write.arrow_files import AUTO_ARROW_WRITER
+
+    return "framework_spark_writer" if ds.fmt in AUTO_ARROW_WRITER else "framework_arrow_writer"
+
+
 def new_entry(ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
     """An empty record of one dataset x mode, to which each attempt is appended."""
     two = mode == "append" and ds.fmt in TWO_DECODERS
-    entry: dict[str, Any] = {"framework_arrow": [], "baseline_c": []} if two else {}
+    entry: dict[str, Any] = {"framework_arrow": [], "baseline_c": [], "baseline_d": []} if two else {}
     if mode == "append":
-        entry["framework_arrow_writer"] = []
+        entry[other_writer(ds)] = []
     return entry | {
         "dataset": ds.name,
         "format": ds.fmt,

@@ -30,7 +30,8 @@ _TARGETS = (
     ("kafka_iceberg.write.writer", "TableWriter.current_schema", "table schema (catalog)"),
     ("kafka_iceberg.write.writer", "TableWriter.last_commit", "marker lookup (catalog)"),
     ("kafka_iceberg.write.writer", "TableWriter.commit", "commit (write + catalog)"),
-    ("kafka_iceberg.run.streaming", "batch_offsets", "batch offsets (streaming)"),
+    ("kafka_iceberg.write.writer", "TableWriter.write_sorted", "single pass (decode, checks, data files)"),
+    ("kafka_iceberg.run.batch", "batch_offsets", "batch offsets"),
 )
 UNGROUPED = "(no job group: Spark write inside the commit callback)"
 

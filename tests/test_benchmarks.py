@@ -25,6 +25,18 @@ def generated(tmp_path_factory):
     return out
 
 
+def test_a_clean_topic_is_the_same_messages_with_none_bad(generated, tmp_path):
+    ds, gen = generated["flatten_small"]
+    clean_ds = datagen.Dataset("flatten", "small", TINY, 150, bad_share=0.0)
+    clean = datagen.write_dataset(clean_ds, tmp_path)
+    assert clean_ds.name == "flatten_small_clean" and clean_ds.topic != ds.topic
+    assert gen.bad_records + gen.violations > 0 and clean.bad_records == clean.violations == 0
+    assert clean.good_records == clean.records == gen.records
+    good = set(pq.read_table(gen.good_file).column("value").to_pylist())  # the dirty topic's decodable messages
+    # ... are the clean topic's, except those the dirty one made violate the expectation
+    assert len(good - set(pq.read_table(clean.good_file).column("value").to_pylist())) == gen.violations
+
+
 def test_replay_files_have_the_kafka_shape_and_the_announced_sizes(generated):
     from kafka_iceberg.source.direct import arrow_schema
 
@@ -121,6 +133,8 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
             entry["framework_arrow"] = [attempt(6.0, 9.0)]
             good_mb = entry["megabytes"] * 0.99
             entry["baseline_c"] = [attempt(1.5, 2.0, records=gen.good_records, megabytes=good_mb)]
+            entry["baseline_d"] = [attempt(1.0, 1.5, records=gen.good_records, megabytes=good_mb)]
+            entry["framework_spark_writer"] = [attempt(5.0, 8.0)]  # auto took the Arrow writer for flatten
         entry["baseline_b"] = [attempt(1.0, 0.9, records=gen.good_records, megabytes=0.1, peak_rss_mb=200.0)]
         entry["layout"] = {"framework": {"files_per_commit": 1.0, "avg_file_mb": 0.2}, "baseline_a": {}}
         entries[f"{ds.name}:append"] = entry
@@ -149,9 +163,15 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     # (c) is compared per MB (it reads the good messages only): 0.99 MB in 1.5 s against 1 MB in 2 s
     assert ratios["c_vs_a_wall"] == pytest.approx(0.99 * 2.0 / 1.5, rel=0.02)  # rates are rounded
     assert ratios["arrow_decoder_vs_c_wall"] == pytest.approx((1 / 6.0) / (0.99 / 1.5), rel=0.02)
+    # (d) per MB too; the framework (auto: the Arrow writer, 3 s) against Spark's writer (5 s) and (d)
+    assert ratios["d_vs_a_wall"] == pytest.approx(0.99 * 2.0 / 1.0, rel=0.02)
+    assert ratios["framework_vs_d_wall"] == pytest.approx((1 / 3.0) / (0.99 / 1.0), rel=0.02)
+    assert ratios["arrow_vs_spark_writer_wall"] == pytest.approx(5.0 / 3.0, abs=1e-3)
+    assert ratios["spark_writer_vs_a_wall"] == pytest.approx(2.0 / 5.0, abs=1e-3)
     assert "framework_arrow" not in back["runs"][1]["summary"]  # binary has one decoder
     text = paths[1].read_text()
     assert "## Decoders: Spark" in text and "| flatten_small | " in text.split("## Decoders")[1]
+    assert "| flatten_small | " in text.split("## Clean topics")[1].split("## Decoders")[0]
     assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text
     assert "(above 15 %)" in text and "Published anchors" in text
     assert paths[2].read_bytes()[:4] == b"\x89PNG"

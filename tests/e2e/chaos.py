@@ -1,4 +1,4 @@
-"""``make chaos SEEDS=N [READER=spark|direct|both] [RECORDS=200000]``: the crash test of
+"""``make chaos SEEDS=N [READER=spark|direct|both] [RECORDS=200000] [WRITER=auto|spark|arrow]``: the crash test of
 ``test_exactly_once.py`` for many seeds, one pytest session per seed and reader, full size by
 default; prints each seed's outcome as it finishes and a summary, exits 1 if any seed failed."""
 
@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--reader", choices=("spark", "direct", "both"), default="both")
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--writer", choices=("auto", "spark", "arrow"), default="auto", help="the table's write.engine")
     parser.add_argument("--first-seed", type=int, default=None, help="seeds first, first+1, ... (default: random)")
     parser.add_argument("--log-dir", type=Path, default=REPO / ".chaos")
     args = parser.parse_args(argv)
@@ -30,12 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     for n in range(args.seeds):
         seed = first + n
         for reader in readers:
-            log = args.log_dir / f"seed-{seed}-{reader}.log"
+            label = reader if args.writer == "auto" else f"{reader}-{args.writer}-writer"
+            log = args.log_dir / f"seed-{seed}-{label}.log"
             env = {
                 **os.environ,
                 "KAFKA_ICEBERG_CHAOS_SEED": str(seed),
                 "KAFKA_ICEBERG_CHAOS_RECORDS": str(args.records),
                 "KAFKA_ICEBERG_CHAOS_READERS": reader,
+                "KAFKA_ICEBERG_CHAOS_WRITER": args.writer,
             }
             started = time.monotonic()
             with log.open("w") as out:
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             outcomes[reader].append((seed, code == 0))
             kills = next((line for line in log.read_text().splitlines() if line.startswith("chaos ")), "")
             verdict = "passed" if code == 0 else f"FAILED (log {log})"
-            print(f"seed {seed} {reader}: {verdict} in {time.monotonic() - started:.0f}s  {kills}", flush=True)
+            print(f"seed {seed} {label}: {verdict} in {time.monotonic() - started:.0f}s  {kills}", flush=True)
     for reader, results in outcomes.items():
         passed = sum(ok for _, ok in results)
         failed = [seed for seed, ok in results if not ok]

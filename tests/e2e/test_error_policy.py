@@ -1,4 +1,8 @@
-"""Every row of the error-handling table and every expectation action, end to end."""
+"""Every row of the error-handling table and every expectation action, end to end, with each writer.
+
+Spark's writer takes a batch step by step; the Arrow writer's single pass sorts every record in the
+task that writes the data files (checks/labels.py). Both must route, count and fail alike.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ GOOD_BAD_GOOD = [
 ]
 
 
-def pipeline(ns, topic, errors="", expectations=""):
+def pipeline(ns, topic, errors="", expectations="", writer="spark"):
     return f"""
 pipeline: policy
 catalog: lake
@@ -31,6 +35,7 @@ tables:
     schema: {{columns: {{id: long, amount: double}}}}
     schema_evolution: strict
     partition_window: none
+    write: {{engine: {writer}}}
 {errors}{expectations}"""
 
 
@@ -41,16 +46,16 @@ def table_rows(lake, ns, name="orders"):
     return sorted(r["id"] for r in catalog.load_table(f"{ns}.{name}").scan().to_arrow().to_pylist())
 
 
-@pytest.fixture
-def source(stack):
+@pytest.fixture(params=["spark", "arrow"])
+def source(stack, request):
     ns, topic = unique("policy"), unique("orders")
     produce(stack.kafka_bootstrap, topic, GOOD_BAD_GOOD, partition=0)
-    return ns, topic
+    return ns, topic, request.param
 
 
 def test_no_skip_no_target_fails_the_batch_and_commits_nothing(tmp_path, lake, source):
-    ns, topic = source
-    ran = run_pipeline(tmp_path, pipeline(ns, topic), expect_error=True)
+    ns, topic, writer = source
+    ran = run_pipeline(tmp_path, pipeline(ns, topic, writer=writer), expect_error=True)
     assert isinstance(ran.error, RecordError)
     assert (ran.error.topic, ran.error.partition, ran.error.offset) == (topic, 0, 1)
     assert "id" in ran.error.reason and "two" in ran.error.reason
@@ -59,8 +64,8 @@ def test_no_skip_no_target_fails_the_batch_and_commits_nothing(tmp_path, lake, s
 
 
 def test_skip_without_target_drops_and_counts(tmp_path, lake, source):
-    ns, topic = source
-    ran = run_pipeline(tmp_path, pipeline(ns, topic, errors="    errors: {skip_error: true}\n"))
+    ns, topic, writer = source
+    ran = run_pipeline(tmp_path, pipeline(ns, topic, writer=writer, errors="    errors: {skip_error: true}\n"))
     assert table_rows(lake, ns) == [1, 3, 5]
     assert sum(r.records_skipped for r in ran.reports) == 2
     assert sum(r.records_failed for r in ran.reports) == 2
@@ -74,10 +79,10 @@ def test_error_topic_keeps_good_records_flowing(tmp_path, lake, stack, source, s
     closed = []
     close = ErrorTopicPublisher.close
     monkeypatch.setattr(ErrorTopicPublisher, "close", lambda self: closed.append(self.topic) or close(self))
-    ns, topic = source
+    ns, topic, writer = source
     errors_topic = unique("errors")
     errors = f"    errors: {{skip_error: {skip_error}, error_topic: {errors_topic}}}\n"
-    ran = run_pipeline(tmp_path, pipeline(ns, topic, errors=errors))
+    ran = run_pipeline(tmp_path, pipeline(ns, topic, writer=writer, errors=errors))
     assert closed == [errors_topic]  # the run shut its producer down: no reconnecting after the broker is gone
     assert table_rows(lake, ns) == [1, 3, 5]
     bad = consume_all(stack.kafka_bootstrap, errors_topic)
@@ -87,9 +92,9 @@ def test_error_topic_keeps_good_records_flowing(tmp_path, lake, stack, source, s
 
 
 def test_quarantine_table_with_skip_error(tmp_path, lake, source):
-    ns, topic = source
+    ns, topic, writer = source
     errors = f"    errors: {{skip_error: true, quarantine_table: {ns}.orders_bad}}\n"
-    run_pipeline(tmp_path, pipeline(ns, topic, errors=errors))
+    run_pipeline(tmp_path, pipeline(ns, topic, writer=writer, errors=errors))
     assert table_rows(lake, ns) == [1, 3, 5]
     bad = lake.pyiceberg().load_table(f"{ns}.orders_bad").scan().to_arrow().to_pylist()
     assert sorted(r["offset"] for r in bad) == [1, 3]
@@ -98,7 +103,7 @@ def test_quarantine_table_with_skip_error(tmp_path, lake, source):
 
 
 def test_expectation_actions_warn_drop_quarantine(tmp_path, lake, source):
-    ns, topic = source
+    ns, topic, writer = source
     errors = f"    errors: {{skip_error: true, quarantine_table: {ns}.orders_q}}\n"
     expectations = (
         "    expectations:\n"
@@ -106,7 +111,7 @@ def test_expectation_actions_warn_drop_quarantine(tmp_path, lake, source):
         "      not_negative: {expr: 'amount >= 0', on_violation: quarantine}\n"
         "      not_zero: {expr: 'amount <> 0', on_violation: drop}\n"
     )
-    ran = run_pipeline(tmp_path, pipeline(ns, topic, errors=errors, expectations=expectations))
+    ran = run_pipeline(tmp_path, pipeline(ns, topic, writer=writer, errors=errors, expectations=expectations))
     assert table_rows(lake, ns) == [1]  # 3 quarantined, 5 dropped, 1 only warned about
     quarantined = lake.pyiceberg().load_table(f"{ns}.orders_q").scan().to_arrow().to_pylist()
     by_offset = {r["offset"]: r for r in quarantined}
@@ -122,10 +127,12 @@ def test_expectation_actions_warn_drop_quarantine(tmp_path, lake, source):
 
 
 def test_expectation_fail_stops_before_any_commit(tmp_path, lake, source):
-    ns, topic = source
+    ns, topic, writer = source
     expectations = "    expectations:\n      positive: {expr: 'amount > 0', on_violation: fail}\n"
     errors = "    errors: {skip_error: true}\n"
-    ran = run_pipeline(tmp_path, pipeline(ns, topic, errors=errors, expectations=expectations), expect_error=True)
+    ran = run_pipeline(
+        tmp_path, pipeline(ns, topic, writer=writer, errors=errors, expectations=expectations), expect_error=True
+    )
     assert isinstance(ran.error, ExpectationFailedError)
     assert f"topic {topic} partition 0 offset 2" in str(ran.error)
     assert table_rows(lake, ns) in (None, [])

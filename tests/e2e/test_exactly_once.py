@@ -46,7 +46,11 @@ PER_PARTITION = RECORDS // (2 * PARTITIONS)
 BATCH = 10_000 if RECORDS >= 100_000 else 1_500
 BAD_EVERY = 50  # 2% bad records
 KILLS = int(os.environ.get("KAFKA_ICEBERG_CHAOS_KILLS", "8"))  # at least this many SIGKILLs per reader
-POINTS = ("publish", "published", "quarantined", "committed")
+# The table's write.engine (``make chaos WRITER=spark|arrow|auto``). ``auto``, the default and what CI
+# runs, is the Arrow writer's single pass for this flatten table; it also dies between writing a
+# batch's data files and routing its bad records ("written").
+WRITER = os.environ.get("KAFKA_ICEBERG_CHAOS_WRITER", "auto")
+POINTS = ("publish", "published", "quarantined", "committed", *(("written",) if WRITER != "spark" else ()))
 SEED = int(os.environ.get("KAFKA_ICEBERG_CHAOS_SEED", str(random.randrange(1 << 30))))
 # `make test` (CI) runs the Spark reader, the one clusters and the local environment use; the direct
 # reader's dense-crash run (~5 more minutes, and an open duplicate, docs/reliability.md) is
@@ -73,6 +77,7 @@ tables:
     schema_evolution: strict
     partition_window: none
     errors: {{error_topic: {errors_topic}{quarantine_table}}}
+    write: {{engine: {WRITER}}}
 """
 
 

@@ -38,7 +38,7 @@ def test_plan_creates_nothing_then_shows_the_evolution(tmp_path, lake, spark):
     (item,) = plan(prepared, spark)
     assert item["table"] == f"lake.{ns}.orders"
     assert "+ create table" in item["changes"] and "bucket(8, `id`)" in item["changes"]
-    assert item["writer"] == "spark"  # write.engine auto: Spark's writer until the Arrow writer is measured faster
+    assert item["writer"] == "spark"  # write.engine auto: an upsert table takes Spark's writer (MERGE)
     assert not lake.pyiceberg().table_exists(f"{ns}.orders")  # nothing was created
 
     create_topic(lake.status["kafka"]["bootstrap"], topic)  # Spark's Kafka source fails on a missing topic

@@ -63,16 +63,18 @@ def rows_of(spark: Any, identifier: str) -> list[tuple[int, int]]:
     return sorted((r["partition"], r["offset"]) for r in spark.table(identifier).collect())
 
 
-def process(spark: Any, catalog: str, ns: str, steps: list[str], crash_at: str | None = None) -> None:
+def process(
+    spark: Any, catalog: str, ns: str, steps: list[str], crash_at: str | None = None, engine: str = "spark"
+) -> None:
     """One batch through a fresh processor (a fresh process), recording its steps; may crash."""
-    processor = BatchProcessor(spark, "unit", spec(ns), catalog)
+    processor = BatchProcessor(spark, "unit", spec(ns, write={"engine": engine}), catalog)
     processor.resume(STREAM)
     writer = processor.writer
     commit = writer.commit
 
-    def traced_commit(rows: Any, marker: Any) -> Any:
+    def traced_commit(rows: Any, marker: Any, **kwargs: Any) -> Any:
         steps.append("commit table")
-        return commit(rows, marker)
+        return commit(rows, marker, **kwargs)
 
     writer.commit = traced_commit  # type: ignore[method-assign]
     raw = spark.createDataFrame(kafka_rows(MESSAGES), KAFKA_SCHEMA)
@@ -87,36 +89,44 @@ def process(spark: Any, catalog: str, ns: str, steps: list[str], crash_at: str |
         processor.process(raw, batch_id=0, stream=STREAM, offsets=OFFSETS)
 
 
-def test_bad_records_are_routed_before_the_table_commit_and_the_marker_comes_with_it(spark, files_catalog):
+@pytest.mark.parametrize("engine", ["spark", "arrow"])
+def test_bad_records_are_routed_before_the_table_commit_and_the_marker_comes_with_it(spark, files_catalog, engine):
     ns = f"bp_{uuid.uuid4().hex[:8]}"
     steps: list[str] = []
-    process(spark, files_catalog, ns, steps)
-    # Route bad records (the quarantine commit) → commit the table with the marker → acknowledge.
-    assert steps == ["quarantined", "commit table", "committed"]
+    process(spark, files_catalog, ns, steps, engine=engine)
+    # Route bad records (the quarantine commit) → commit the table with the marker → acknowledge. The
+    # Arrow writer's single pass writes the data files first, in the job that sorts out the bad records.
+    assert steps == [*(["written"] if engine == "arrow" else []), "quarantined", "commit table", "committed"]
     assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 0), (0, 2), (0, 4)]
     assert rows_of(spark, f"{files_catalog}.{ns}.events_quarantine") == [(0, 1), (0, 3)]
     marker = BatchProcessor(spark, "unit", spec(ns), files_catalog).resume(STREAM)
     assert marker is not None and marker.batch_id == 0 and marker.offsets == OFFSETS
 
 
-@pytest.mark.parametrize("crash_at", ["quarantined", "committed"])
-def test_a_crash_between_two_steps_then_the_redelivered_batch_leaves_one_copy(spark, files_catalog, crash_at):
+@pytest.mark.parametrize(
+    ("crash_at", "engine"),
+    [("quarantined", "spark"), ("committed", "spark"), ("written", "arrow"), ("quarantined", "arrow"),
+     ("committed", "arrow")],
+)  # fmt: skip
+def test_a_crash_between_two_steps_then_the_redelivered_batch_leaves_one_copy(spark, files_catalog, crash_at, engine):
     ns = f"bp_{uuid.uuid4().hex[:8]}"
     crashed: list[str] = []
     with pytest.raises(Crash):
-        process(spark, files_catalog, ns, crashed, crash_at=crash_at)
+        process(spark, files_catalog, ns, crashed, crash_at=crash_at, engine=engine)
     assert crashed[-1] == crash_at
     table, quarantine = f"{files_catalog}.{ns}.events", f"{files_catalog}.{ns}.events_quarantine"
     committed = crash_at == "committed"
     # Between the quarantine and the table commit: the bad records are in, the batch's rows are not.
     assert rows_of(spark, table) == ([(0, 0), (0, 2), (0, 4)] if committed else [])
-    assert rows_of(spark, quarantine) == [(0, 1), (0, 3)]
+    assert rows_of(spark, quarantine) == ([] if crash_at == "written" else [(0, 1), (0, 3)])
 
     again: list[str] = []
-    process(spark, files_catalog, ns, again)  # the restarted job gets the same batch again
+    process(spark, files_catalog, ns, again, engine=engine)  # the restarted job gets the same batch again
     # A batch already in the table is left alone; one whose commit was lost is completed, its bad
     # records found in the quarantine table already (nothing new quarantined, so no "quarantined").
-    assert again == ([] if committed else ["commit table", "committed"])
+    redone = ["quarantined"] if crash_at == "written" else []
+    written = ["written"] if engine == "arrow" else []
+    assert again == ([] if committed else [*written, *redone, "commit table", "committed"])
     assert rows_of(spark, table) == [(0, 0), (0, 2), (0, 4)]
     assert rows_of(spark, quarantine) == [(0, 1), (0, 3)]  # once, though routed twice
 
@@ -189,3 +199,30 @@ def test_a_restart_that_cuts_its_batches_differently_publishes_no_error_record_t
                        for m in consume_all(stack.kafka_bootstrap, topic))  # fmt: skip
     assert published == [(0, 1), (0, 3), (1, 1)]
     assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 0), (0, 2), (0, 4), (1, 0), (1, 2)]
+
+
+@pytest.mark.parametrize("engine", ["spark", "arrow"])
+def test_the_arrow_writers_single_pass_runs_one_spark_job_per_batch(spark, files_catalog, engine):
+    """Issue 20's single pass: decode, checks and the data files in one job; nothing cached or counted.
+
+    Spark's writer takes the batch step by step (count the batch, decode it into a cache and count the
+    errors from it, write), which is what it is measured against.
+    """
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    clean = [Msg(None, json.dumps({"id": i, "note": "n"})) for i in (1, 2, 3)]
+    table = spec(ns, write={"engine": engine}, expectations={}, errors={"skip_error": True})
+    processor = BatchProcessor(spark, "unit", table, files_catalog)
+    raw = spark.createDataFrame(kafka_rows(clean), KAFKA_SCHEMA)
+    group = f"single-pass-{uuid.uuid4().hex[:6]}"
+    spark.sparkContext.setJobGroup(group, "one batch")
+    try:
+        report = processor.process(raw, batch_id=0, stream=STREAM, offsets=OFFSETS)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # the next tests run outside the group
+    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+    assert (report.records_in, report.records_written) == (3, 3)
+    assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 0), (0, 1), (0, 2)]
+    if engine == "arrow":
+        assert jobs == 1
+    else:
+        assert jobs >= 3

@@ -84,6 +84,24 @@ def test_a_data_file_writer_losing_the_object_store_is_its_outage():
     assert store.reason == "SocketException: Broken pipe"
 
 
+def test_the_arrow_writers_task_losing_the_object_store_is_its_outage():
+    """pyarrow's S3 filesystem (AWS SDK for C++) inside a Python worker, as Spark reports it."""
+    worker = (
+        "An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n"
+        '  File "pyiceberg/io/pyarrow.py", line 413, in create\n'
+        "    raise  # pragma: no cover - If some other kind of OSError, raise the raw error\n"
+        "OSError: When initiating multiple part upload for key 'data/x.parquet' in bucket 'lake': AWS Error "
+        "NETWORK_CONNECTION during CreateMultipartUpload operation: curlCode: 7, Could not connect to server"
+    )
+    named = worker + "; Details: Failed to connect to 127.0.0.1:13347 after 0 ms: Could not connect to server"
+    store = classify(Exception(named), ENDPOINTS)  # the endpoint named: its service
+    assert store is not None and store.service == OBJECT_STORE and store.endpoint.label == "storage of catalog lake"
+    store = classify(Exception(worker), ENDPOINTS)  # none named: the S3 words tell the service
+    assert store is not None and store.service == OBJECT_STORE
+    assert store.reason.startswith("OSError: When initiating multiple part upload")
+
+
 def test_the_java_cause_chain_is_read_through_py4j():
     exc = java_error(
         "org.apache.iceberg.exceptions.RESTException: Error occurred while processing POST request",

@@ -135,3 +135,34 @@ tables:
         load_pipeline(path)
     (problem,) = [p for p in err.value.problems if p.key_path == "tables[0].write.engine"]
     assert "commit_mode upsert" in problem.expected and "spark or auto" in problem.expected
+
+
+@pytest.mark.parametrize(
+    ("table", "engine"),
+    [
+        ({}, "arrow"),  # flatten, declared columns, append: the single pass
+        ({"source": {"topics": ["t"], "format": "json"}, "schema": None}, "arrow"),
+        ({"source": {"topics": ["t"], "format": "text"}, "schema": None}, "spark"),  # measured slower there
+        ({"commit_mode": "upsert", "key_fields": ["id"]}, "spark"),
+        ({"transform": "tests.run.test_batch:odd_ids_only"}, "spark"),
+        ({"partitioning": ["hours(at)", "bucket(4, id)", "city", "pt"]}, "arrow"),
+        ({"partitioning": ["at"]}, "spark"),  # identity on a timestamp: Java takes no string for it
+        ({"partitioning": ["timestamp"]}, "spark"),  # ... nor for Kafka's timestamp
+        ({"write": {"engine": "spark"}}, "spark"),
+    ],
+)
+def test_auto_takes_the_arrow_writer_only_where_its_single_pass_applies_and_was_measured_faster(table, engine):
+    from kafka_iceberg.spec.model import TableSpec
+    from kafka_iceberg.write.arrow_files import write_engine
+
+    spec = TableSpec.model_validate(
+        {
+            "name": "t",
+            "namespace": "n",
+            "source": {"topics": ["t"], "format": "flatten"},
+            "schema": {"columns": {"id": "long", "at": "timestamp", "city": "string"}},
+            "schema_evolution": "strict",
+        }
+        | table
+    )
+    assert write_engine(spec) == engine

@@ -283,20 +283,34 @@ def test_an_empty_batch_still_commits_its_marker(spark, new_writer, mode):
     assert [r["id"] for r in rows(files_table(writer))] == [1]
 
 
-def test_a_commit_conflict_is_retried(spark, new_writer, monkeypatch):
-    writer = new_writer()
+@pytest.mark.parametrize("engine", ["spark", "arrow"])
+def test_a_commit_conflict_is_retried(spark, new_writer, monkeypatch, engine):
+    import kafka_iceberg.write.writer as writer_module
+
+    writer = new_writer(write={"engine": engine})
     waits: list[float] = []
     writer._sleep = waits.append
-    real = writer._write
     calls = []
+    if engine == "spark":
+        real = writer._write
 
-    def flaky(rows_, schema):
-        calls.append(1)
-        if len(calls) == 1:
-            raise conflict("metadata changed underneath")
-        real(rows_, schema)
+        def flaky(rows_, schema):
+            calls.append(1)
+            if len(calls) == 1:
+                raise conflict("metadata changed underneath")
+            real(rows_, schema)
 
-    monkeypatch.setattr(writer, "_write", flaky)
+        monkeypatch.setattr(writer, "_write", flaky)
+    else:  # the Arrow writer's files are written once; the Java API append of them is retried
+        real_append = writer_module.append_files
+
+        def flaky_append(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                raise conflict("metadata changed underneath")
+            real_append(*args, **kwargs)
+
+        monkeypatch.setattr(writer_module, "append_files", flaky_append)
     result = writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
     assert result.retries == 1 and len(waits) == 1 and 0.1 <= waits[0] <= 0.11
     assert len(rows(files_table(writer))) == 1

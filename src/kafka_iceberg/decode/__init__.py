@@ -24,6 +24,7 @@ from kafka_iceberg.decode.plan import (
     apply_stages,
     assemble,
     kafka_frame,
+    single_frame,
 )
 from kafka_iceberg.decode.pt import pt_value
 from kafka_iceberg.decode.schemaful import decode_schemaful, is_schemaful
@@ -47,6 +48,7 @@ __all__ = [
     "TOMBSTONE_COLUMN",
     "Decoded",
     "decode",
+    "discovers_columns",
     "pt_value",
 ]
 
@@ -64,6 +66,9 @@ class Decoded:
             from. Persist it before using either and the batch is decoded once, not once for
             the rows and again for the errors.
         parsed: the Arrow decoder's pass, which ``outcome`` reads (None for the Spark decoder).
+        single: rows and error rows in one frame, with the row's column names: what one pass
+            over the batch reads (:func:`~kafka_iceberg.decode.plan.single_frame`). None for the
+            schema-driven formats.
     """
 
     rows: DataFrame
@@ -71,6 +76,7 @@ class Decoded:
     new_columns: dict[str, str]
     outcome: DataFrame | None = None
     parsed: DataFrame | None = None
+    single: tuple[DataFrame, list[str]] | None = None
 
     def to_persist(self) -> list[DataFrame]:
         """What to persist, in this order, so each decoding pass runs once per batch.
@@ -79,6 +85,11 @@ class Decoded:
         records it did not certify (``outcome``, which reads ``parsed``).
         """
         return [frame for frame in (self.parsed, self.outcome) if frame is not None]
+
+
+def discovers_columns(spec: TableSpec) -> bool:
+    """Whether decoding reads the batch once more before decoding it: flatten finding new keys."""
+    return spec.source.format == "flatten" and spec.schema_evolution != "strict"
 
 
 def decode(
@@ -140,6 +151,7 @@ def decode(
             frame, spec, nonce, streaming=df.isStreaming, known_columns=known_columns, base_dir=base_dir
         )
     pt = pt_value(spec.partition_window, flush_time)
+    parsed: DataFrame | None
     if uses_arrow(spec):
         rows, errors, outcome, parsed = decode_with_arrow(
             frame,
@@ -150,9 +162,11 @@ def decode(
             pt=pt,
             include_headers=spec.source.include_headers,
         )
-        return Decoded(rows=rows, errors=errors, new_columns=new_columns, outcome=outcome, parsed=parsed)
-    rows, errors, outcome = assemble(frame, plan, pt=pt, include_headers=spec.source.include_headers)
-    return Decoded(rows=rows, errors=errors, new_columns=new_columns, outcome=outcome)
+    else:
+        rows, errors, outcome = assemble(frame, plan, pt=pt, include_headers=spec.source.include_headers)
+        parsed = None
+    single = single_frame(outcome, plan, pt=pt, include_headers=spec.source.include_headers)
+    return Decoded(rows=rows, errors=errors, new_columns=new_columns, outcome=outcome, parsed=parsed, single=single)
 
 
 def _structured_plan(

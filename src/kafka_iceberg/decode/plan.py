@@ -34,6 +34,9 @@ FIELDS = "_ki_fields"
 TOMB = "_ki_tomb"
 
 ERROR_STAGE = "decode"
+# Columns of :func:`single_frame` beside a row's: the decode error's message and readable fields.
+ERROR_TEXT = "_ki_e_error"
+ERROR_FIELDS = "_ki_e_decoded"
 _REQUIRED_INPUT = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 # Kafka allows repeated header keys; a map keeps the last one (what Kafka clients' lastHeader returns).
@@ -153,14 +156,7 @@ def split(staged: DataFrame, plan: Plan, *, pt: str | None, include_headers: boo
     """(rows, error rows) of an outcome from :func:`outcome_of`."""
     from pyspark.sql import functions as F
 
-    out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
-    out += [F.col(FIELDS).getField(name).alias(name) for name in plan.payload]
-    if pt is not None:
-        out.append(F.lit(pt).alias(PT_COLUMN))
-    if include_headers:
-        out.append(F.expr(HEADERS_MAP).alias(HEADERS_COLUMN))
-    out.append(F.col(TOMB).alias(TOMBSTONE_COLUMN))
-    rows = staged.where(~F.col(FAILED)).select(*out)
+    rows = staged.where(~F.col(FAILED)).select(*_row_columns(plan, pt=pt, include_headers=include_headers))
 
     failed = staged.where(F.col(FAILED))
     if plan.late:
@@ -175,3 +171,45 @@ def split(staged: DataFrame, plan: Plan, *, pt: str | None, include_headers: boo
         F.expr(f"nullif(to_json({FIELDS}), '{{}}')").alias("_decoded"),
     )
     return rows, errors
+
+
+def single_frame(
+    staged: DataFrame, plan: Plan, *, pt: str | None, include_headers: bool
+) -> tuple[DataFrame, list[str]]:
+    """Rows and error rows of an outcome in one frame, for one pass over the batch; and the row's columns.
+
+    Each record has the columns :func:`split` gives a row, plus ``_ki_failed``, its original key,
+    value and headers (``_ki_key``, ``_ki_value``, ``_ki_headers``) and, for a failed record only,
+    its error message and readable fields (``_ki_e_error``, ``_ki_e_decoded``). The messages are
+    built for failed records only: on the others the CASE skips them.
+    """
+    from pyspark.sql import functions as F
+
+    failed = F.col(FAILED)
+    if plan.late:
+        staged = staged.select("*", *[F.when(failed, F.expr(sql)).alias(name) for name, sql in plan.late])
+    row = _row_columns(plan, pt=pt, include_headers=include_headers)
+    frame = staged.select(
+        *row,
+        failed.alias(FAILED),
+        F.col(KEY),
+        F.col(VALUE),
+        F.col(HEADERS),
+        F.when(failed, F.expr(plan.checks.reason()).cast("string")).alias(ERROR_TEXT),
+        F.when(failed, F.expr(f"nullif(to_json({FIELDS}), '{{}}')")).alias(ERROR_FIELDS),
+    )
+    return frame, frame.columns[: len(row)]
+
+
+def _row_columns(plan: Plan, *, pt: str | None, include_headers: bool) -> list[Any]:
+    """A row's columns in table order, then its tombstone flag."""
+    from pyspark.sql import functions as F
+
+    out: list[Any] = [F.col(c) for c in KAFKA_COLUMNS]
+    out += [F.col(FIELDS).getField(name).alias(name) for name in plan.payload]
+    if pt is not None:
+        out.append(F.lit(pt).alias(PT_COLUMN))
+    if include_headers:
+        out.append(F.expr(HEADERS_MAP).alias(HEADERS_COLUMN))
+    out.append(F.col(TOMB).alias(TOMBSTONE_COLUMN))
+    return out

@@ -19,21 +19,26 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg import faults
 from kafka_iceberg.checks import ErrorRouter, apply_expectations, write_rejections
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
-from kafka_iceberg.decode import decode
-from kafka_iceberg.errors import ConfigError, summary
+from kafka_iceberg.checks.labels import check_columns
+from kafka_iceberg.checks.routing import RoutingResult
+from kafka_iceberg.decode import decode, discovers_columns
+from kafka_iceberg.decode.schemaful import is_schemaful
+from kafka_iceberg.errors import ConfigError, ExpectationFailedError, summary
 from kafka_iceberg.observe.report import BatchReport
-from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
-from kafka_iceberg.source.offsets import Offsets
+from kafka_iceberg.records import COORDINATES, ERROR_SCHEMA_DDL, INTERNAL_PREFIX, TOMBSTONE_COLUMN
+from kafka_iceberg.source.offsets import Offsets, batch_offsets, merge_offsets
 from kafka_iceberg.spec.api import resolve_transform
 from kafka_iceberg.spec.columns import FIXED_COLUMNS
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.spec.types import from_spark_type
 from kafka_iceberg.write import CommitMarker, TableWriter
+from kafka_iceberg.write.arrow_files import WrittenFile
 from kafka_iceberg.write.marker import DROPPED
 from kafka_iceberg.write.quarantine import QuarantineTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,14 @@ def _keep(frame: DataFrame) -> DataFrame:
 
 def _payload_columns(columns: list[str]) -> list[str]:
     return [c for c in columns if c not in FIXED_COLUMNS and not c.startswith(INTERNAL_PREFIX)]
+
+
+def _known(table_schema: StructType | None) -> dict[str, str] | None:
+    """The existing table's payload columns (name → canonical type), None when there is no table."""
+    if table_schema is None:
+        return None
+    names = payload_names(table_schema)
+    return {f.name: from_spark_type(f.dataType.simpleString()) for f in table_schema.fields if f.name in names}
 
 
 def payload_names(schema: Any) -> list[str]:
@@ -80,11 +93,17 @@ class BatchProcessor:
     _transform: Callable[[DataFrame], DataFrame] | None = field(default=None, init=False)
     _error_offsets: Offsets = field(default_factory=dict, init=False)
     _dropped: int = field(default=0, init=False)
+    _offsets: Offsets = field(default_factory=dict, init=False)  # the stream's last committed source offsets
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
         if self.spec.transform:
             self._transform = resolve_transform(self.spec.transform)
+
+    @property
+    def _single_pass(self) -> bool:
+        """Whether batches take the single pass: the Arrow writer, no transform, a format decoded by SQL."""
+        return self.writer.engine == "arrow" and self._transform is None and not is_schemaful(self.spec)
 
     @property
     def writer(self) -> TableWriter:
@@ -97,6 +116,7 @@ class BatchProcessor:
         last = self.writer.last_commit(stream) if self.writer.exists() else None
         self._error_offsets = {t: dict(p) for t, p in last.error_offsets.items()} if last else {}
         self._dropped = int(last.extra.get(DROPPED, "0")) if last else 0
+        self._offsets = {t: dict(p) for t, p in last.offsets.items()} if last else {}
         if self.publisher is not None:
             self.publisher.recover(since=self._error_offsets.get(self.publisher.topic, {}))
         return last
@@ -111,9 +131,13 @@ class BatchProcessor:
         return ErrorRouter(self.spec, publisher=self.publisher, quarantine=quarantine)
 
     def process(
-        self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets, lag: int | None = None
+        self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets | None = None, lag: int | None = None
     ) -> BatchReport:
         """Decode, check, route and commit one Kafka-shaped batch.
+
+        ``offsets``: the stream's source offsets once this batch is committed. When None (Spark's
+        sources) they are the last commit's advanced past the batch's records, found in the same
+        pass that reads them.
 
         Raises:
             RecordError: a bad record and neither skip_error nor an error target (nothing committed).
@@ -162,21 +186,20 @@ class BatchProcessor:
         return True
 
     def _process(
-        self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets, report: BatchReport, persist: Any
+        self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets | None, report: BatchReport, persist: Any
     ) -> None:
+        table_schema = self.writer.current_schema()  # None when there is no table yet
+        if self._single_pass:
+            self._process_single(raw, batch_id=batch_id, stream=stream, offsets=offsets, report=report,
+                                 persist=persist, table_schema=table_schema)  # fmt: skip
+            return
         raw = persist(raw)
         report.records_in = raw.count()
-        table_schema = self.writer.current_schema()  # None when there is no table yet
-        known = (
-            {
-                f.name: from_spark_type(f.dataType.simpleString())
-                for f in table_schema.fields
-                if f.name in payload_names(table_schema)
-            }
-            if table_schema is not None
-            else None
+        if offsets is None:
+            offsets = merge_offsets(self._offsets, batch_offsets(raw))
+        decoded = decode(
+            raw, self.spec, flush_time=self.clock(), known_columns=_known(table_schema), base_dir=self.base_dir
         )
-        decoded = decode(raw, self.spec, flush_time=self.clock(), known_columns=known, base_dir=self.base_dir)
         for frame in decoded.to_persist():
             persist(frame)  # rows and errors are both read from it: one decode pass per batch
         rows = decoded.rows
@@ -219,6 +242,90 @@ class BatchProcessor:
         routing = self.router().route(
             errors, quarantined, batch_id=batch_id, quarantined_count=expectations.quarantined
         )
+        if plan.changes:  # applying an empty plan would only drop the loaded table and reload it
+            self.writer.apply(plan)
+        self._commit(rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing)
+
+    def _process_single(
+        self,
+        raw: DataFrame,
+        *,
+        batch_id: int,
+        stream: str,
+        offsets: Offsets | None,
+        report: BatchReport,
+        persist: Any,
+        table_schema: StructType | None,
+    ) -> None:
+        """The single pass (Arrow writer): one Spark job decodes, checks and writes, nothing is cached or counted.
+
+        Only what leaves the table (errors, quarantined records) and the counts come back to the
+        driver, which routes them and then commits the files the job wrote, in that order.
+        """
+        if discovers_columns(self.spec):
+            raw = persist(raw)  # read twice: once to find the new columns, once to decode
+        decoded = decode(
+            raw, self.spec, flush_time=self.clock(), known_columns=_known(table_schema), base_dir=self.base_dir
+        )
+        assert decoded.single is not None  # _single_pass excludes the schema-driven formats
+        if decoded.parsed is not None:
+            persist(decoded.parsed)  # the Arrow decoder's pass, read by both its certified and its other records
+        frame, row_columns = decoded.single
+        required = [f.name for f in (table_schema.fields if table_schema is not None else []) if not f.nullable]
+        labelled, labels = check_columns(
+            frame,
+            row_columns,
+            self.spec.expectations,
+            required=required,
+            keys=[],
+            payload_columns=_payload_columns(row_columns),
+        )
+        rows = labelled.select(*[c for c in row_columns if not c.startswith(INTERNAL_PREFIX)])
+        plan = self.writer.plan(rows.schema)
+        if plan.changes:  # the files are written with the table's columns: evolve it first
+            self.writer.apply(plan)
+        written = self.writer.write_sorted(labelled, labels)
+        faults.reached("written")
+        stats = written.stats
+        report.records_in = stats["in"]
+        if offsets is None:
+            offsets = merge_offsets(self._offsets, stats["offsets"])
+        for (name, sql, action), violations, first in zip(
+            labels.rules, stats["violations"], stats["first"], strict=True
+        ):
+            if action == "fail" and violations:
+                topic, partition, offset = first
+                raise ExpectationFailedError(
+                    f"expectation {name!r} ({sql}) failed for {violations} record(s); first at "
+                    f"topic {topic} partition {partition} offset {offset}"
+                )
+        report.expectations_failed = {
+            name: v for (name, _, _), v in zip(labels.rules, stats["violations"], strict=True)
+        }
+        report.expectations_passed = {name: stats["decoded"] - v for name, v in report.expectations_failed.items()}
+        report.records_dropped = stats["dropped"]
+        errors = self.spark.createDataFrame(written.errors, ERROR_SCHEMA_DDL) if written.errors else None
+        quarantined = self.spark.createDataFrame(written.quarantined, ERROR_SCHEMA_DDL) if written.quarantined else None
+        routing = self.router().route(
+            errors, quarantined, batch_id=batch_id, quarantined_count=len(written.quarantined)
+        )
+        self._commit(
+            rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing,
+            written=written.files,
+        )  # fmt: skip
+
+    def _commit(
+        self,
+        rows: DataFrame,
+        *,
+        batch_id: int,
+        stream: str,
+        offsets: Offsets,
+        report: BatchReport,
+        routing: RoutingResult,
+        written: list[WrittenFile] | None = None,
+    ) -> None:
+        """Account for the routed records, then commit the rows (or the files written) with the batch's marker."""
         report.records_failed = routing.failed
         report.records_skipped, report.records_published = routing.skipped, routing.published
         report.records_quarantined = routing.quarantined
@@ -226,8 +333,6 @@ class BatchProcessor:
             faults.reached("quarantined")
         if routing.error_offsets and self.publisher is not None:
             self._error_offsets = {self.publisher.topic: dict(routing.error_offsets)}
-        if plan.changes:  # applying an empty plan would only drop the loaded table and reload it
-            self.writer.apply(plan)
         if not self.spec.upserts and TOMBSTONE_COLUMN in rows.columns:
             rows = rows.drop(TOMBSTONE_COLUMN)
         # Records dropped on purpose (``drop`` expectations, a filtering transform, ``skip_error``),
@@ -246,9 +351,10 @@ class BatchProcessor:
             extra={DROPPED: str(dropped)},
         )
         write_started = time.monotonic()
-        result = self.writer.commit(rows, marker)
+        result = self.writer.commit(rows, marker, written=written)
         report.write_latency_s = time.monotonic() - write_started
         self._dropped = dropped
+        self._offsets = offsets
         faults.reached("committed")
         report.committed = not result.skipped
         report.snapshot_id = result.snapshot_id

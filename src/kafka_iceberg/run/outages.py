@@ -32,6 +32,8 @@ _CONNECTIVITY = re.compile(
     r"SocketTimeoutException|ConnectTimeoutException|connect timed out|Read timed out|Connection reset|"
     r"Broken pipe|No route to host|Unable to execute HTTP request|ServiceUnavailable|Service Unavailable|"
     r"\bSlowDown\b|Remote host terminated the handshake|"
+    # pyarrow's S3 filesystem (the Arrow writer's tasks): the AWS SDK for C++ over curl
+    r"AWS Error NETWORK_CONNECTION|Could(?: not|n't) connect to server|curlCode: 28|"
     r"_TRANSPORT|_ALL_BROKERS_DOWN|_MSG_TIMED_OUT|_TIMED_OUT|_WAIT_COORD|Broker transport failure|"
     r"All broker connections are down|DisconnectException|NetworkException|"
     r"org\.apache\.kafka\.common\.errors\.TimeoutException",
@@ -46,7 +48,8 @@ _SERVICE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
         OBJECT_STORE,
         re.compile(
             r"fs\.s3a|S3AFileSystem|AmazonS3|services\.s3\.|S3Exception|S3FileIO|s3a?://|"
-            r"Failed to close current writer|S3OutputStream|S3InputStream"
+            r"Failed to close current writer|S3OutputStream|S3InputStream|"
+            r"multiple part upload|PutObject operation|in bucket '"
         ),
     ),
     (CATALOG, re.compile(r"org\.apache\.iceberg\.rest|RESTException|hive\.metastore|TTransportException|Glue")),

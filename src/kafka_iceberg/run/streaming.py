@@ -14,7 +14,6 @@ from kafka_iceberg.run.batch import BatchProcessor
 from kafka_iceberg.run.planning import TableRun
 from kafka_iceberg.run.prepared import Prepared
 from kafka_iceberg.session import attach_resolved
-from kafka_iceberg.source.offsets import batch_offsets, merge_offsets
 from kafka_iceberg.source.replay import replay_stream
 from kafka_iceberg.source.spark_kafka import kafka_stream
 from kafka_iceberg.spec.model import Trigger
@@ -70,8 +69,8 @@ def start_query(
             the clone's catalogs must be attached the same way.
     """
     sid = stream_id(checkpoint)
-    last = processor.resume(sid)
-    committed: dict[str, Any] = {"offsets": last.offsets if last else {}, "attached": attach is None}
+    processor.resume(sid)
+    attached = [attach is None]
     failures: list[BaseException] = []
 
     def each_batch(frame: DataFrame, batch_id: int) -> None:
@@ -82,18 +81,13 @@ def start_query(
             raise
 
     def process_batch(frame: DataFrame, batch_id: int) -> None:
-        if not committed["attached"]:
+        if not attached[0]:
             assert attach is not None
             attach(frame.sparkSession)
-            committed["attached"] = True
-        # Cached first: the offsets and the batch itself come from one read of the source.
-        frame = frame.persist()
-        try:
-            offsets = merge_offsets(committed["offsets"], batch_offsets(frame))
-            processor.process(frame, batch_id=int(batch_id), stream=sid, offsets=offsets)
-        finally:
-            frame.unpersist()
-        committed["offsets"] = offsets
+            attached[0] = True
+        # The processor advances the stream's offsets past the batch's records, found in the pass
+        # that reads them (the batch is read from the source once).
+        processor.process(frame, batch_id=int(batch_id), stream=sid)
 
     writer = stream.writeStream.queryName(name).foreachBatch(each_batch).option("checkpointLocation", checkpoint)
     if trigger.available_now:

@@ -24,6 +24,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafka_iceberg.checks.labels import Labels, merged_stats, sort_batch
+from kafka_iceberg.decode.schemaful import is_schemaful
+from kafka_iceberg.records import ERROR_COLUMNS, ERROR_SCHEMA_DDL
+from kafka_iceberg.spec.load import arrow_writer_unsupported
 from kafka_iceberg.spec.model import TableSpec
 
 if TYPE_CHECKING:
@@ -31,19 +35,53 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FILE_SCHEMA = "path string, size long, records long, partition string"
+# What a task of the single pass returns (write_sorted): files, records leaving the table, counts.
+SORTED_SCHEMA = (
+    f"kind string, file_path string, file_size long, file_records long, file_partition string, stats string, "
+    f"{ERROR_SCHEMA_DDL}"
+)
 # Java S3FileIO's path-style switch, as pyiceberg names it.
 _PATH_STYLE = "s3.path-style-access"
 _VIRTUAL = "s3.force-virtual-addressing"
 
 
-def write_engine(spec: TableSpec) -> str:
-    """The writer of ``spec``'s data files: ``write.engine``, with ``auto`` meaning Spark's for now.
+# The formats ``write.engine: auto`` writes with the Arrow writer's single pass: those whose whole
+# runs measured faster with it than with Spark's writer (docs/benchmarks/results.md, "Writers").
+# Text and binary decode almost nothing, so there moving the rows to Python costs more than the cache
+# and the counts the single pass saves.
+AUTO_ARROW_WRITER = frozenset({"json", "csv", "flatten"})
+# Column types whose partition values partition_string can hand to Iceberg's Java API.
+_PARTITION_SAFE = frozenset({"string", "long", "int", "short", "byte", "double", "float", "boolean", "date", "uuid"})
+_SAFE_FIXED_COLUMNS = frozenset({"topic", "partition", "offset", "pt"})  # Kafka's timestamp is not
 
-    ``auto`` picks Spark's writer until the benchmarks show the Arrow writer faster end to end
-    (docs/write.md, "Writers"); validation refuses ``arrow`` where it does not apply.
+
+def write_engine(spec: TableSpec) -> str:
+    """The writer of ``spec``'s data files: ``write.engine``, with ``auto`` resolved per table.
+
+    ``auto`` is the Arrow writer where its single pass applies and was measured faster
+    (:data:`AUTO_ARROW_WRITER`), and Spark's everywhere else: other commit modes, a sort order, a
+    transform, the schema-driven formats, and identity partitions on a column whose type is not
+    known to convert (timestamps, binary, undeclared columns). Validation refuses ``arrow``
+    where it cannot write at all.
     """
     engine = spec.write.engine
-    return "spark" if engine == "auto" else engine
+    if engine != "auto":
+        return engine
+    return "arrow" if _arrow_by_default(spec) else "spark"
+
+
+def _arrow_by_default(spec: TableSpec) -> bool:
+    if spec.source.format not in AUTO_ARROW_WRITER or spec.transform or is_schemaful(spec):
+        return False
+    if arrow_writer_unsupported(spec) is not None:
+        return False
+    declared = dict(spec.schema_.columns or {}) if spec.schema_ is not None else {}
+    for f in spec.partition_fields:
+        if f.transform == "identity" and f.column not in _SAFE_FIXED_COLUMNS:
+            col_type = declared.get(f.column, "")
+            if col_type not in _PARTITION_SAFE and not col_type.startswith("decimal("):
+                return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -105,27 +143,28 @@ def partition_string(value: Any) -> str | None:
 
 
 # -- Python side (runs in Spark's Python workers) --------------------------------------------------
-def write_files(batches: Iterator[pa.RecordBatch], target: FileTarget) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: the partition's rows as data files; one output row per file."""
+def _file_schema() -> pa.Schema:
     import pyarrow as pa
+
+    return pa.schema([("path", pa.string()), ("size", pa.int64()), ("records", pa.int64()), ("partition", pa.string())])
+
+
+def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
+    """Write ``data`` (the table's columns) as the table's data files; one dict per file (FILE_SCHEMA)."""
     from pyiceberg.io import load_file_io
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.table.metadata import TableMetadataUtil
 
-    out_schema = pa.schema(
-        [("path", pa.string()), ("size", pa.int64()), ("records", pa.int64()), ("partition", pa.string())]
-    )
-    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-    if not tables:
-        return
+    if not data.num_rows:
+        return []
     _quiet_checksums()
     metadata = TableMetadataUtil.parse_raw(target.metadata_json)
     io = load_file_io(dict(target.io_properties), metadata.location)
-    data = pa.concat_tables(tables).cast(metadata.schema().as_arrow())
+    data = data.cast(metadata.schema().as_arrow())
     # One write id per batch and task attempt keeps file names unique across tasks and retries.
     files = _dataframe_to_data_files(metadata, data, io, write_uuid=uuid.uuid4(), counter=itertools.count(0))
     spec = metadata.spec()  # _dataframe_to_data_files writes with the table's default spec
-    rows = [
+    return [
         {
             "path": f.file_path,
             "size": f.file_size_in_bytes,
@@ -136,7 +175,44 @@ def write_files(batches: Iterator[pa.RecordBatch], target: FileTarget) -> Iterat
         }
         for f in files
     ]
-    yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
+
+
+def write_files(batches: Iterator[pa.RecordBatch], target: FileTarget) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: the partition's rows as data files; one output row per file."""
+    import pyarrow as pa
+
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if tables:
+        yield pa.RecordBatch.from_pylist(data_files(pa.concat_tables(tables), target), schema=_file_schema())
+
+
+def write_sorted(
+    batches: Iterator[pa.RecordBatch], target: FileTarget, labels: Labels, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function of the single pass: the written files, the records leaving the table, the counts.
+
+    One output row per data file (``kind`` ``file``), per record leaving the table (``error`` or
+    ``quarantine``, in the error-row shape) and one with the task's counts (``stats``); ``schema``
+    is SORTED_SCHEMA in Arrow.
+    """
+    import pyarrow as pa
+
+    rows, stats = [], []
+    out: list[dict[str, Any]] = []
+    for batch in batches:
+        if batch.num_rows:
+            part = sort_batch(batch, labels)
+            rows.append(part.rows)
+            stats.append(part.stats)
+            out += [{"kind": "error", **r} for r in part.errors]
+            out += [{"kind": "quarantine", **r} for r in part.quarantined]
+    if rows:
+        out += [
+            {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
+            for f in data_files(pa.concat_tables(rows), target)
+        ]
+    out.append({"kind": "stats", "stats": json.dumps(merged_stats(stats, len(labels.rules)))})
+    yield pa.RecordBatch.from_pylist(out, schema=schema)
 
 
 # -- Spark side ------------------------------------------------------------------------------------
@@ -156,6 +232,39 @@ def write_frame(rows: DataFrame, target: FileTarget) -> list[WrittenFile]:
 
     written = rows.mapInArrow(functools.partial(write_files, target=target), FILE_SCHEMA).collect()
     return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["partition"])) for r in written]
+
+
+@dataclass(frozen=True)
+class SortedBatch:
+    """What the single pass's job brought back: files written (not committed), records leaving the table, counts."""
+
+    files: list[WrittenFile]
+    errors: list[tuple[Any, ...]]  # decode errors and write rejections, in ERROR_COLUMNS order
+    quarantined: list[tuple[Any, ...]]  # records failing a quarantine rule, in ERROR_COLUMNS order
+    stats: dict[str, Any]  # checks.labels.merged_stats
+
+
+def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels) -> SortedBatch:
+    """Run :func:`write_sorted` over ``frame`` (its row columns aligned to the table); one Spark job."""
+    import functools
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    struct = _parse_datatype_string(SORTED_SCHEMA)
+    assert isinstance(struct, StructType)
+    task = functools.partial(write_sorted, target=target, labels=labels, schema=to_arrow_schema(struct))
+    out = frame.mapInArrow(task, struct).collect()
+    files = [
+        WrittenFile(str(r["file_path"]), int(r["file_size"]), int(r["file_records"]), str(r["file_partition"]))
+        for r in out
+        if r["kind"] == "file"
+    ]
+    kept = {
+        kind: [tuple(r[c] for c in ERROR_COLUMNS) for r in out if r["kind"] == kind] for kind in ("error", "quarantine")
+    }
+    stats = merged_stats([json.loads(r["stats"]) for r in out if r["kind"] == "stats"], len(labels.rules))
+    return SortedBatch(files, kept["error"], kept["quarantine"], stats)
 
 
 def append_files(spark: SparkSession, java_table: Any, files: list[WrittenFile], properties: Mapping[str, str]) -> None:

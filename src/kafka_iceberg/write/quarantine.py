@@ -44,6 +44,8 @@ class QuarantineTable:
                 "commit_mode": "append",
                 "schema_evolution": "add_columns",
                 "maintenance": self.spec.maintenance.model_dump(),
+                # A batch's few bad records: Spark's writer, with nothing to gain from the Arrow one's pass.
+                "write": {"engine": "spark"},
             }
         )
         return TableWriter(self.spark, self.catalog, qspec, pipeline_id=self.pipeline)

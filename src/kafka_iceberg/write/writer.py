@@ -10,15 +10,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kafka_iceberg import faults
+from kafka_iceberg.checks.labels import Labels
 from kafka_iceberg.config import IDENTIFIER, IDENTIFIER_EXPECTED
 from kafka_iceberg.errors import CommitMarkerError, ConfigError
 from kafka_iceberg.records import INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write import commit as modes
-from kafka_iceberg.write.arrow_files import WrittenFile, append_files, file_target, write_engine, write_frame
+from kafka_iceberg.write.arrow_files import (
+    SortedBatch,
+    WrittenFile,
+    append_files,
+    file_target,
+    sort_and_write,
+    write_engine,
+    write_frame,
+)
 from kafka_iceberg.write.jvm import IcebergTable, SnapshotInfo, with_commit_properties
 from kafka_iceberg.write.marker import (
     BATCH_ID_KEY,
@@ -228,12 +238,16 @@ class TableWriter:
         return None
 
     # -- commits -----------------------------------------------------------------------------------
-    def commit(self, rows: DataFrame, marker: CommitMarker) -> CommitResult:
+    def commit(
+        self, rows: DataFrame, marker: CommitMarker, *, written: list[WrittenFile] | None = None
+    ) -> CommitResult:
         """Commit one batch as one Iceberg snapshot carrying ``marker``; idempotent and retried.
 
         A batch whose id is not above the stream's last committed id is skipped. The table is created
         or evolved first if the batch needs it. An empty batch (or one that changes no row) still
         commits an empty append carrying the marker, so the stream's offsets always advance.
+        ``written``: the batch's data files, already written by the single pass (:meth:`write_sorted`);
+        ``rows`` then only gives the batch's schema.
 
         Raises:
             SchemaMismatchError: the batch does not fit the table under its ``schema_evolution``.
@@ -260,8 +274,9 @@ class TableWriter:
             self.apply(plan)
         summary = marker.summary(self.pipeline_id)
         # The Arrow writer writes the batch's files once; every attempt appends those same files.
-        files = self._write_files(rows) if self.engine == "arrow" else None
-        if files is not None:
+        files = written
+        if files is None and self.engine == "arrow":
+            files = self._write_files(rows)
             faults.reached("written")
 
         def attempt(retry: int) -> SnapshotInfo:
@@ -316,6 +331,19 @@ class TableWriter:
         table = self._iceberg.refresh()
         data = modes.aligned(modes.drop_internal(rows), table.schema())
         return write_frame(data, file_target(self.spark, table.java))
+
+    def write_sorted(self, frame: DataFrame, labels: Labels) -> SortedBatch:
+        """The single pass's one Spark job: ``frame`` sorted, its rows written as data files, the rest brought back.
+
+        ``frame`` is :func:`~kafka_iceberg.checks.labels.check_columns`' output. The files are not
+        committed (:meth:`commit` with ``written``). The table must exist with the batch's columns
+        (:meth:`plan`, :meth:`apply`).
+        """
+        table = self._iceberg.refresh()
+        schema = table.schema()
+        internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
+        data = modes.aligned(frame, schema, keep=internal)
+        return sort_and_write(data, file_target(self.spark, table.java), replace(labels, carry=tuple(schema.names)))
 
     def _column(self, name: str, table_schema: StructType) -> str:
         for f in table_schema.fields:
