@@ -51,6 +51,7 @@ _SPARK_TYPES = {
     "date": "DATE",
     "binary": "BINARY",
 }
+HEAD = ["topic", "partition", "offset", "timestamp"]  # the Kafka columns (c) and (d) keep
 KAFKA_DDL = "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, " + (
     "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 )
@@ -195,26 +196,36 @@ def good_replay_files(good_file: Path, out_dir: Path, records_per_file: int) -> 
     return out_dir
 
 
-def spark_arrow_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, checkpoint: Path) -> float:
-    """Run (c) over ``replay_dir`` (:func:`good_replay_files`) into ``table`` (created untimed); returns seconds."""
+def _arrow_parse(spark: Any, ds: Dataset, replay_dir: Path, table: str) -> tuple[Any, Any]:
+    """(c) and (d)'s parse of an Arrow batch into the table's columns, and its Spark schema; creates ``table``."""
     import datetime as dt
 
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark import cloudpickle
-    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers need not import benchmarks
     fmt, pt = ds.fmt, dt.datetime.now(dt.timezone.utc).strftime("%m-%d-%Y %H")
-    head = ["topic", "partition", "offset", "timestamp"]
 
     def parse(batch: Any) -> Any:
-        columns = {c: batch.column(c) for c in head} | pyarrow_parse(fmt, batch)
+        columns = {c: batch.column(c) for c in HEAD} | pyarrow_parse(fmt, batch)
         columns["pt"] = pa.array([pt] * batch.num_rows, pa.string())
         return pa.table(columns)
 
     sample = pq.read_table(sorted(replay_dir.glob("*.parquet"))[0]).slice(0, 2000)
     schema = from_arrow_schema(parse(sample.combine_chunks().to_batches()[0]).schema)
+    spark.createDataFrame([], schema).writeTo(table).using("iceberg").tableProperty(
+        "format-version", "2"
+    ).tableProperty("write.parquet.compression-codec", "zstd").create()
+    return parse, schema
+
+
+def spark_arrow_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, checkpoint: Path) -> float:
+    """Run (c) over ``replay_dir`` (:func:`good_replay_files`) into ``table`` (created untimed); returns seconds."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    parse, schema = _arrow_parse(spark, ds, replay_dir, table)
     target = to_arrow_schema(schema)
 
     def each_partition(batches: Any) -> Any:
@@ -222,12 +233,8 @@ def spark_arrow_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, 
             if batch.num_rows:
                 yield from parse(batch).cast(target).to_batches()
 
-    spark.createDataFrame([], schema).writeTo(table).using("iceberg").tableProperty(
-        "format-version", "2"
-    ).tableProperty("write.parquet.compression-codec", "zstd").create()
-
     def each_batch(df: Any, _batch_id: int) -> None:
-        df.select(*head, "value").mapInArrow(each_partition, schema).writeTo(table).append()
+        df.select(*HEAD, "value").mapInArrow(each_partition, schema).writeTo(table).append()
 
     return replay_stream(spark, ds, replay_dir, each_batch, checkpoint, "(c)")
 
@@ -235,29 +242,12 @@ def spark_arrow_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, 
 # -- (d) hand-written Arrow writer inside Spark -----------------------------------------------------
 def arrow_writer_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, checkpoint: Path) -> float:
     """Run (d) over ``replay_dir`` (:func:`good_replay_files`) into ``table`` (created untimed); returns seconds."""
-    import datetime as dt
     import itertools
     import uuid
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyspark import cloudpickle
-    from pyspark.sql.pandas.types import from_arrow_schema
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    fmt, pt = ds.fmt, dt.datetime.now(dt.timezone.utc).strftime("%m-%d-%Y %H")
-    head = ["topic", "partition", "offset", "timestamp"]
-
-    def parse(batch: Any) -> Any:
-        columns = {c: batch.column(c) for c in head} | pyarrow_parse(fmt, batch)
-        columns["pt"] = pa.array([pt] * batch.num_rows, pa.string())
-        return pa.table(columns)
-
-    sample = pq.read_table(sorted(replay_dir.glob("*.parquet"))[0]).slice(0, 2000)
-    schema = from_arrow_schema(parse(sample.combine_chunks().to_batches()[0]).schema)
-    spark.createDataFrame([], schema).writeTo(table).using("iceberg").tableProperty(
-        "format-version", "2"
-    ).tableProperty("write.parquet.compression-codec", "zstd").create()
+    parse, _schema = _arrow_parse(spark, ds, replay_dir, table)
     jvm = spark._jvm
     java_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
     metadata_json = str(jvm.org.apache.iceberg.TableMetadataParser.toJson(java_table.operations().current()))
@@ -284,7 +274,7 @@ def arrow_writer_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str,
         yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([("path", pa.string()), ("size", pa.int64())]))
 
     def each_batch(df: Any, batch_id: int) -> None:
-        written = df.select(*head, "value").mapInArrow(write_partition, "path string, size long").collect()
+        written = df.select(*HEAD, "value").mapInArrow(write_partition, "path string, size long").collect()
         iceberg = jvm.org.apache.iceberg
         target = iceberg.spark.Spark3Util.loadIcebergTable(df.sparkSession._jsparkSession, table)
         config = iceberg.MetricsConfig.forTable(target)

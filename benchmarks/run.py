@@ -226,25 +226,20 @@ class Bench:
 
     def baseline_c(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
         """Hand-written pyarrow parse inside Spark (``mapInArrow``) + append, on the good messages."""
-        name = self.unique(f"arrow_{ds.name}")
+        return self._on_good_messages(ds, gen, f"arrow_{ds.name}", baselines.spark_arrow_baseline)
+
+    def baseline_d(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+        """Hand-written pyarrow parse and Parquet write inside Spark tasks, one Java commit per batch."""
+        return self._on_good_messages(ds, gen, f"arrow_writer_{ds.name}", baselines.arrow_writer_baseline)
+
+    def _on_good_messages(self, ds: datagen.Dataset, gen: datagen.Generated, stem: str, job: Any) -> dict[str, Any]:
+        name = self.unique(stem)
         replay = self.run_work / f"good-{ds.name}"  # written once per run, untimed
         if not replay.exists():
             baselines.good_replay_files(Path(gen.good_file), replay, ds.records_per_file)
         table = f"lake.{framework.NAMESPACE}.{name}"
         with measure.Meter(self.spark) as meter:
-            baselines.spark_arrow_baseline(self.spark, ds, replay, table, self.run_work / name)
-        return {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}",
-                "records": gen.good_records, "megabytes": gen.good_value_bytes / 1e6}  # fmt: skip
-
-    def baseline_d(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
-        """Hand-written pyarrow parse and Parquet write inside Spark tasks, one Java commit per batch."""
-        name = self.unique(f"arrow_writer_{ds.name}")
-        replay = self.run_work / f"good-{ds.name}"
-        if not replay.exists():
-            baselines.good_replay_files(Path(gen.good_file), replay, ds.records_per_file)
-        table = f"lake.{framework.NAMESPACE}.{name}"
-        with measure.Meter(self.spark) as meter:
-            baselines.arrow_writer_baseline(self.spark, ds, replay, table, self.run_work / name)
+            job(self.spark, ds, replay, table, self.run_work / name)
         return {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}",
                 "records": gen.good_records, "megabytes": gen.good_value_bytes / 1e6}  # fmt: skip
 
