@@ -100,6 +100,13 @@ def test_the_arrow_writers_task_losing_the_object_store_is_its_outage():
     store = classify(Exception(worker), ENDPOINTS)  # none named: the S3 words tell the service
     assert store is not None and store.service == OBJECT_STORE
     assert store.reason.startswith("OSError: When initiating multiple part upload")
+    # The store answering "try again" (chaos seed 611400003, full size: a 500 on UploadPart under load)
+    busy = (
+        "OSError: When uploading part for key 'events/data/x.parquet' in bucket 'warehouse': AWS Error "
+        "INTERNAL_FAILURE during UploadPart operation: We encountered an internal error, please try again."
+    )
+    store = classify(Exception(busy), ENDPOINTS)
+    assert store is not None and store.service == OBJECT_STORE
 
 
 def test_the_java_cause_chain_is_read_through_py4j():

@@ -34,6 +34,8 @@ _CONNECTIVITY = re.compile(
     r"\bSlowDown\b|Remote host terminated the handshake|"
     # pyarrow's S3 filesystem (the Arrow writer's tasks): the AWS SDK for C++ over curl
     r"AWS Error NETWORK_CONNECTION|Could(?: not|n't) connect to server|curlCode: 28|"
+    # ... and the store's own transient answers, once pyarrow's few retries are spent
+    r"AWS Error (?:INTERNAL_FAILURE|SLOW_DOWN|SERVICE_UNAVAILABLE|THROTTLING|REQUEST_TIMEOUT)|"
     r"_TRANSPORT|_ALL_BROKERS_DOWN|_MSG_TIMED_OUT|_TIMED_OUT|_WAIT_COORD|Broker transport failure|"
     r"All broker connections are down|DisconnectException|NetworkException|"
     r"org\.apache\.kafka\.common\.errors\.TimeoutException",
