@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,12 +35,17 @@ def main(argv: list[str] | None = None) -> int:
         for reader in readers:
             label = reader if args.writer == "auto" else f"{reader}-{args.writer}-writer"
             log = args.log_dir / f"seed-{seed}-{label}.log"
+            # A SIGKILLed driver never removes its scratch (shuffle blocks, spark-* dirs): each seed gets its own
+            # directory (pytest's tmp_path included), removed once it passed, or a long run fills the disk.
+            scratch = tempfile.mkdtemp(prefix=f"chaos-{seed}-")
             env = {
                 **os.environ,
                 "KAFKA_ICEBERG_CHAOS_SEED": str(seed),
                 "KAFKA_ICEBERG_CHAOS_RECORDS": str(args.records),
                 "KAFKA_ICEBERG_CHAOS_READERS": reader,
                 "KAFKA_ICEBERG_CHAOS_WRITER": args.writer,
+                "SPARK_LOCAL_DIRS": scratch,
+                "TMPDIR": scratch,
             }
             started = time.monotonic()
             with log.open("w") as out:
@@ -47,9 +54,11 @@ def main(argv: list[str] | None = None) -> int:
                      f"tests/e2e/test_exactly_once.py::test_crashes_neither_lose_nor_duplicate[{reader}]"],
                     cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                 )  # fmt: skip
+            if code == 0:
+                shutil.rmtree(scratch, ignore_errors=True)
             outcomes[reader].append((seed, code == 0))
             kills = next((line for line in log.read_text().splitlines() if line.startswith("chaos ")), "")
-            verdict = "passed" if code == 0 else f"FAILED (log {log})"
+            verdict = "passed" if code == 0 else f"FAILED (log {log}, files {scratch})"
             print(f"seed {seed} {label}: {verdict} in {time.monotonic() - started:.0f}s  {kills}", flush=True)
     for reader, results in outcomes.items():
         passed = sum(ok for _, ok in results)
