@@ -7,7 +7,8 @@
     casts) and ``writeTo(table).append()`` (``overwritePartitions()``, or a ``MERGE INTO`` of the
     newest row per key, for the other modes) into a table of the same columns and properties in the
     same REST catalog. No error routing, no expectations, no idempotency marker: bad records become
-    NULL columns (``from_json``/``from_csv`` PERMISSIVE) and are written.
+    NULL columns (``from_json``/``from_csv`` PERMISSIVE) and are written. From the broker
+    (``benchmarks/broker.py``) the same job reads the topic with Spark's Kafka source instead.
 (c) ``spark_arrow_baseline``: (a) with the parse done by pyarrow inside Spark instead — the same
     ``foreachBatch`` and ``writeTo(table).append()``, the parse a ``mapInArrow`` calling (b)'s
     pyarrow parse on each Arrow batch — over the good messages only (pyarrow's readers fail a whole
@@ -114,8 +115,13 @@ def create_table(spark: Any, table: str, fmt: str, mode: str) -> None:
     spark.sql(f"CREATE TABLE {table} ({_ddl(columns)}) USING iceberg{partitioned} TBLPROPERTIES ({tblprops})")
 
 
-def spark_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, mode: str, checkpoint: Path) -> float:
-    """Run the hand-written job over ``replay_dir`` into ``table`` (created first, untimed); returns seconds."""
+def spark_baseline(
+    spark: Any, ds: Dataset, replay_dir: Path, table: str, mode: str, checkpoint: Path, source: Any = None
+) -> float:
+    """Run the hand-written job over ``replay_dir`` into ``table`` (created first, untimed); returns seconds.
+
+    ``source``: the streaming DataFrame to read instead of the replay files (the broker's topic).
+    """
     import datetime as dt
 
     from pyspark.sql import Window
@@ -141,6 +147,8 @@ def spark_baseline(spark: Any, ds: Dataset, replay_dir: Path, table: str, mode: 
                 "WHEN MATCHED AND s.offset >= t.offset THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
             )
 
+    if source is not None:
+        return run_stream(source, each_batch, checkpoint, "(a)")
     return replay_stream(spark, ds, replay_dir, each_batch, checkpoint, "(a)")
 
 
@@ -158,6 +166,12 @@ def replay_stream(spark: Any, ds: Dataset, replay_dir: Path, each_batch: Any, ch
     """Seconds of a ``foreachBatch`` query over the replay files, one file per micro-batch, to the end."""
     from pyspark.sql import functions as F
 
+    stream = spark.readStream.option("maxFilesPerTrigger", 1).schema(KAFKA_DDL).parquet(str(replay_dir))
+    return run_stream(stream.where(F.col("topic") == ds.topic), each_batch, checkpoint, label)
+
+
+def run_stream(stream: Any, each_batch: Any, checkpoint: Path, label: str) -> float:
+    """Seconds of a ``foreachBatch`` query over ``stream`` to its end (``availableNow``)."""
     attached: list[Any] = []
 
     def with_catalog(df: Any, batch_id: int) -> None:
@@ -170,10 +184,8 @@ def replay_stream(spark: Any, ds: Dataset, replay_dir: Path, each_batch: Any, ch
         each_batch(df, batch_id)
 
     started = time.monotonic()
-    stream = spark.readStream.option("maxFilesPerTrigger", 1).schema(KAFKA_DDL).parquet(str(replay_dir))
     query = (
-        stream.where(F.col("topic") == ds.topic)
-        .writeStream.foreachBatch(with_catalog)
+        stream.writeStream.foreachBatch(with_catalog)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()

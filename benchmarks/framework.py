@@ -59,15 +59,26 @@ def pipeline_yaml(ds: Dataset, name: str, mode: str, pipeline: str, decoder: str
 
 
 def make_project(
-    work: Path, ds: Dataset, replay_dir: Path, name: str, mode: str, decoder: str = "auto", writer: str = "auto"
+    work: Path,
+    ds: Dataset,
+    replay_dir: Path | None,
+    name: str,
+    mode: str,
+    decoder: str = "auto",
+    writer: str = "auto",
 ) -> Path:
-    """A throwaway project whose ``bench`` environment replays ``replay_dir``; returns the pipeline file."""
+    """A throwaway project whose ``bench`` environment replays ``replay_dir``; returns the pipeline file.
+
+    ``replay_dir`` None: the ``bench`` environment is ``local.yml`` as it is, Spark's Kafka source on
+    the stack's broker (``benchmarks/broker.py``).
+    """
     project = work / f"project_{name}"
     shutil.rmtree(project, ignore_errors=True)
     shutil.copytree(REPO / "environments", project / "environments")
     local = (REPO / "environments" / "local.yml").read_text()
-    bench = re.sub(r"(?m)^  reader: .*$", f"  reader: replay\n  replay_path: {replay_dir}", local)
-    assert bench != local, "environments/local.yml no longer sets kafka.reader"
+    reader = "reader: spark" if replay_dir is None else f"reader: replay\n  replay_path: {replay_dir}"
+    bench = re.sub(r"(?m)^  reader: .*$", f"  {reader}", local)
+    assert re.search(r"(?m)^  reader: ", local), "environments/local.yml no longer sets kafka.reader"
     (project / "environments" / "bench.yml").write_text(bench)
     (project / "pipelines").mkdir()
     path = project / "pipelines" / "p.yml"

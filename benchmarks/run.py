@@ -12,6 +12,8 @@ Registry), for every format (flatten, csv, json, text, binary, avro) x size (sma
    (``benchmarks/stages.py``);
 3. on the same files, in the same Spark session, run baseline (a), a hand-written Spark job, and
    baseline (b), pyarrow on one core (``benchmarks/baselines.py``);
+   for json, csv and flatten at the small size, produce the same messages to the stack's broker and
+   run the framework and (a) again with Spark's Kafka source (``benchmarks/broker.py``);
 4. measure the local reader's produce-to-visible latency (``benchmarks/latency.py``);
 5. write ``docs/benchmarks/results.{json,md}`` and ``throughput.png`` (``benchmarks/report.py``).
 
@@ -42,7 +44,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks import baselines, datagen, framework, latency, measure, report, stages
+from benchmarks import baselines, broker, datagen, framework, latency, measure, report, stages
 
 OUT_DEFAULT = REPO / "docs" / "benchmarks"
 WORK_DEFAULT = REPO / "benchmarks" / ".work"
@@ -103,6 +105,11 @@ METHOD = [
     "casts (text, binary), a `pt` literal, and `writeTo(table).append()` (`overwritePartitions()`; "
     "`MERGE INTO` of the newest row per key for upsert) into a table with the same columns and "
     "properties in the same catalog. No error routing, no expectations, no marker.",
+    "- **From the broker** (json, csv, flatten, small, dirty and clean): the replay files' messages "
+    "produced once per run (untimed) to the stack's Kafka, same partitions, keys and timestamps; the "
+    "framework runs with `reader: spark` (the `local` environment: Spark's Kafka source), baseline (a) "
+    'with `readStream.format("kafka")`; both from the earliest offset, `maxOffsetsPerTrigger` = the '
+    "replay file size (the same batches), `availableNow`.",
     "- **Baseline (c)** (json, csv, flatten): baseline (a) with the parse done by pyarrow inside Spark: "
     "`foreachBatch` with `mapInArrow` calling baseline (b)'s parse on each Arrow batch (Spark's default "
     "10,000 records), a `pt` literal, and `writeTo(table).append()`, over the good messages only (as "
@@ -180,6 +187,7 @@ class Bench:
         self.run_work = Path(tempfile.mkdtemp(prefix="run-", dir=self.work))
         self.counter = 0
         self.schema_ids: dict[str, int] = {}  # avro dataset → its schema id in this run's registry
+        self.loaded_topics: set[str] = set()  # topics produced to the broker in this run
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -193,10 +201,17 @@ class Bench:
 
     # -- one measurement each ----------------------------------------------------------------------
     def framework(
-        self, ds: datagen.Dataset, gen: datagen.Generated, mode: str, decoder: str = "auto", writer: str = "auto"
+        self,
+        ds: datagen.Dataset,
+        gen: datagen.Generated,
+        mode: str,
+        decoder: str = "auto",
+        writer: str = "auto",
+        from_broker: bool = False,
     ) -> dict[str, Any]:
         name = self.unique(f"fw_{ds.name}_{mode}")
-        path = framework.make_project(self.run_work, ds, Path(gen.files[0]).parent, name, mode, decoder, writer)
+        replay = None if from_broker else Path(gen.files[0]).parent
+        path = framework.make_project(self.run_work, ds, replay, name, mode, decoder, writer)
         with measure.Meter(self.spark) as meter, stages.profiled(self.spark) as prof:
             run = framework.run_framework(path)
         out = {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}", **run.summary()}
@@ -223,6 +238,29 @@ class Bench:
         with measure.Meter(self.spark) as meter:
             baselines.spark_baseline(self.spark, ds, Path(gen.files[0]).parent, table, mode, self.run_work / name)
         return {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}"}
+
+    def framework_broker(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+        """The framework reading the messages from the stack's broker with Spark's Kafka source."""
+        self._load_topic(ds, gen)
+        return self.framework(ds, gen, mode, from_broker=True)
+
+    def baseline_a_broker(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
+        """Baseline (a) reading the same topic with ``readStream.format("kafka")``."""
+        self._load_topic(ds, gen)
+        name = self.unique(f"base_kafka_{ds.name}_{mode}")
+        table = f"lake.{framework.NAMESPACE}.{name}"
+        source = broker.kafka_stream(self.spark, self.bootstrap, ds.topic, ds.records_per_file)
+        with measure.Meter(self.spark) as meter:
+            baselines.spark_baseline(self.spark, ds, Path(gen.files[0]).parent, table, mode, self.run_work / name,
+                                     source=source)  # fmt: skip
+        return {**meter.usage.as_dict(), "table": f"{framework.NAMESPACE}.{name}"}
+
+    def _load_topic(self, ds: datagen.Dataset, gen: datagen.Generated) -> None:
+        if ds.topic not in self.loaded_topics:  # once per run, untimed
+            started = time.monotonic()
+            sent = broker.load_topic(self.bootstrap, ds, gen)
+            self.loaded_topics.add(ds.topic)
+            self.log(f"produced {sent:,} messages of {ds.name} to the broker ({time.monotonic() - started:.1f}s)")
 
     def baseline_c(self, ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[str, Any]:
         """Hand-written pyarrow parse inside Spark (``mapInArrow``) + append, on the good messages."""
@@ -294,6 +332,7 @@ class Bench:
         from kafka_iceberg.local.readback import pyiceberg_catalog
 
         self.catalog = pyiceberg_catalog(self.state.describe())
+        self.bootstrap = str(self.state.describe()["kafka"]["bootstrap"])
         self.schema_ids = register_avro_schema(self.state.registry_url)
         self.log(f"stack up in {self.state.startup_seconds:.1f}s, Spark session ready")
 
@@ -336,6 +375,8 @@ class Bench:
                         order[1:1] = ["framework_arrow", "baseline_c", "baseline_d"]
                     if mode == "append":  # the writer that write.engine auto did not take
                         order.insert(1, other_writer(ds))
+                    if mode == "append" and ds.name in broker.BROKER_DATASETS:
+                        order += ["framework_broker", "baseline_a_broker"][:: 1 if (i + rep) % 2 == 0 else -1]
                     for which in order:
                         result = getattr(self, which)(ds, gen, mode)
                         entry[which].append(result)
@@ -412,6 +453,8 @@ def new_entry(ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[st
     entry: dict[str, Any] = {"framework_arrow": [], "baseline_c": [], "baseline_d": []} if two else {}
     if mode == "append":
         entry[other_writer(ds)] = []
+    if mode == "append" and ds.name in broker.BROKER_DATASETS:
+        entry |= {"framework_broker": [], "baseline_a_broker": []}
     return entry | {
         "dataset": ds.name,
         "format": ds.fmt,

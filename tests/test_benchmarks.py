@@ -135,6 +135,8 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
             entry["baseline_c"] = [attempt(1.5, 2.0, records=gen.good_records, megabytes=good_mb)]
             entry["baseline_d"] = [attempt(1.0, 1.5, records=gen.good_records, megabytes=good_mb)]
             entry["framework_spark_writer"] = [attempt(5.0, 8.0)]  # auto took the Arrow writer for flatten
+            entry["framework_broker"] = [attempt(4.0, 8.0)]  # the same messages through Spark's Kafka source
+            entry["baseline_a_broker"] = [attempt(2.5, 2.0)]
         entry["baseline_b"] = [attempt(1.0, 0.9, records=gen.good_records, megabytes=0.1, peak_rss_mb=200.0)]
         entry["layout"] = {"framework": {"files_per_commit": 1.0, "avg_file_mb": 0.2}, "baseline_a": {}}
         entries[f"{ds.name}:append"] = entry
@@ -169,9 +171,15 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     assert ratios["arrow_vs_spark_writer_wall"] == pytest.approx(5.0 / 3.0, abs=1e-3)
     assert ratios["spark_writer_vs_a_wall"] == pytest.approx(2.0 / 5.0, abs=1e-3)
     assert "framework_arrow" not in back["runs"][1]["summary"]  # binary has one decoder
+    # From the broker: (a) from Kafka took 2.5 s, the framework from Kafka 4 s, from the replay files 3 s
+    assert ratios["broker_vs_a_wall"] == pytest.approx(2.5 / 4.0, abs=1e-3)
+    assert ratios["broker_vs_replay_wall"] == pytest.approx(3.0 / 4.0, abs=1e-3)
+    assert ratios["a_broker_vs_replay_wall"] == pytest.approx(2.0 / 2.5, abs=1e-3)
+    assert "framework_broker" not in back["runs"][1]["summary"]  # binary is measured from replay files only
     text = paths[1].read_text()
     assert "## Decoders: Spark" in text and "| flatten_small | " in text.split("## Decoders")[1]
-    assert "| flatten_small | " in text.split("## Clean topics")[1].split("## Decoders")[0]
+    assert "| flatten_small | " in text.split("## Clean topics")[1].split("## From the broker")[0]
+    assert "| flatten_small | 50 | 0.62 | 0.25 | 0.67 | 0.75 | 0.80 |" in text.split("## From the broker")[1]
     assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text
     assert "(above 15 %)" in text and "Published anchors" in text
     assert paths[2].read_bytes()[:4] == b"\x89PNG"

@@ -39,6 +39,12 @@ def errors(spark):
     )
 
 
+@pytest.fixture(params=["frame", "driver rows"])
+def bad(request, errors):
+    """The same bad records as a DataFrame, or already on the driver (as the single pass hands them over)."""
+    return errors if request.param == "frame" else errors.collect()
+
+
 class RecordingQuarantine:
     def __init__(self):
         self.batches = []
@@ -49,24 +55,24 @@ class RecordingQuarantine:
         return len(rows)
 
 
-def test_no_skip_and_no_target_fails_with_the_first_bad_record(errors):
+def test_no_skip_and_no_target_fails_with_the_first_bad_record(bad):
     with pytest.raises(RecordError) as err:
-        ErrorRouter(spec()).route(errors, None, batch_id=1)
+        ErrorRouter(spec()).route(bad, None, batch_id=1)
     assert (err.value.topic, err.value.partition, err.value.offset) == ("src", 0, 3)
     assert err.value.stage == "decode" and err.value.reason == "invalid UTF-8 in value"
     assert "and 1 more" in str(err.value) and "Nothing of this batch was committed" in str(err.value)
 
 
-def test_skip_without_target_drops_and_counts(errors):
-    result = ErrorRouter(spec(skip_error=True)).route(errors, None, batch_id=1)
+def test_skip_without_target_drops_and_counts(bad):
+    result = ErrorRouter(spec(skip_error=True)).route(bad, None, batch_id=1)
     assert (result.failed, result.skipped, result.published, result.quarantined) == (2, 2, 0, 0)
 
 
 @pytest.mark.parametrize("skip_error", [False, True])
-def test_quarantine_target_receives_the_records(errors, skip_error):
+def test_quarantine_target_receives_the_records(spark, bad, skip_error):
     sink = RecordingQuarantine()
-    router = ErrorRouter(spec(skip_error=skip_error, quarantine_table="n.q"), quarantine=sink)
-    result = router.route(errors, None, batch_id=4)
+    router = ErrorRouter(spec(skip_error=skip_error, quarantine_table="n.q"), quarantine=sink, spark=spark)
+    result = router.route(bad, None, batch_id=4)
     assert (result.failed, result.skipped, result.quarantined) == (2, 0, 2)
     ((batch_id, rows),) = sink.batches
     assert batch_id == 4 and [(r.partition, r.offset, r.value) for r in rows] == [(0, 3, b"\xff\xfe"), (1, 7, b"{bad")]
@@ -96,10 +102,10 @@ def _publisher(stack, topic, **producer):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("skip_error", [False, True])
-def test_error_topic_gets_original_bytes_and_explaining_headers(stack, errors, skip_error):
+def test_error_topic_gets_original_bytes_and_explaining_headers(stack, bad, skip_error):
     topic = f"errors_{uuid.uuid4().hex[:8]}"
     router = ErrorRouter(spec(skip_error=skip_error, error_topic=topic), publisher=_publisher(stack, topic))
-    result = router.route(errors, None, batch_id=1)
+    result = router.route(bad, None, batch_id=1)
     assert (result.published, result.skipped) == (2, 0)
     assert sum(result.error_offsets.values()) == 3  # two records and the transaction's commit marker
     got = consume_all(stack.kafka_bootstrap, topic)

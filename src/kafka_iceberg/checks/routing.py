@@ -11,16 +11,17 @@ Records failing a ``quarantine`` expectation always go to the quarantine table o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
 from kafka_iceberg.errors import RecordError
-from kafka_iceberg.records import COORDINATES
+from kafka_iceberg.records import COORDINATES, ERROR_COLUMNS, ERROR_SCHEMA_DDL
 from kafka_iceberg.spec.model import TableSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 
 class QuarantineTarget(Protocol):
@@ -48,11 +49,12 @@ class ErrorRouter:
     spec: TableSpec
     publisher: ErrorTopicPublisher | None = None
     quarantine: QuarantineTarget | None = None
+    spark: SparkSession | None = None  # turns rows on the driver into a DataFrame for the quarantine table
 
     def route(
         self,
-        errors: DataFrame | None,
-        quarantined: DataFrame | None,
+        errors: DataFrame | list[Row] | None,
+        quarantined: DataFrame | list[Row] | None,
         *,
         batch_id: int,
         quarantined_count: int | None = None,
@@ -60,8 +62,10 @@ class ErrorRouter:
         """Route one batch's bad records.
 
         Args:
-            errors: records that failed decoding, schema or write checks (error-row shape).
-            quarantined: records that failed a ``quarantine`` expectation.
+            errors: records that failed decoding, schema or write checks (error-row shape), as a
+                DataFrame or as rows already on the driver (the single pass brings them back with
+                its files): those are counted, ordered and published without a Spark job.
+            quarantined: records that failed a ``quarantine`` expectation (the same).
             batch_id: the batch, for the quarantine table's idempotency marker.
             quarantined_count: rows of ``quarantined`` when already known (the expectations count
                 them in their one pass); counting again would join them to their bytes once more.
@@ -69,10 +73,10 @@ class ErrorRouter:
         Raises:
             RecordError: bad records with neither ``skip_error`` nor an error target.
         """
-        n_errors = errors.count() if errors is not None else 0
+        n_errors = _count(errors) if errors is not None else 0
         n_quarantined = 0
         if quarantined is not None:
-            n_quarantined = quarantined_count if quarantined_count is not None else quarantined.count()
+            n_quarantined = quarantined_count if quarantined_count is not None else _count(quarantined)
         policy = self.spec.errors
         if n_errors and not policy.has_target and not policy.skip_error:
             assert errors is not None
@@ -81,15 +85,16 @@ class ErrorRouter:
         if n_errors and policy.has_target:
             assert errors is not None
             if self.publisher is not None:
-                published, offsets = self.publisher.publish(errors.orderBy(*COORDINATES).toLocalIterator())
+                published, offsets = self.publisher.publish(_in_order(errors))
             if self.quarantine is not None:
                 to_quarantine.append(errors)
         if n_quarantined and quarantined is not None:
             to_quarantine.append(quarantined)
         written = 0
         if to_quarantine and self.quarantine is not None:
-            frame = to_quarantine[0]
-            for other in to_quarantine[1:]:
+            frames = [self._frame(rows) for rows in to_quarantine]
+            frame = frames[0]
+            for other in frames[1:]:
                 frame = frame.unionByName(other)
             written = self.quarantine.append(frame, batch_id)
         skipped = n_errors if (n_errors and not policy.has_target) else 0
@@ -101,9 +106,31 @@ class ErrorRouter:
             error_offsets=offsets,
         )
 
+    def _frame(self, rows: DataFrame | list[Row]) -> DataFrame:
+        if not isinstance(rows, list):
+            return rows
+        assert self.spark is not None, "error rows on the driver need the router's Spark session"
+        return self.spark.createDataFrame([tuple(r[c] for c in ERROR_COLUMNS) for r in rows], ERROR_SCHEMA_DDL)
 
-def _first_error(errors: Any, count: int) -> RecordError:
-    first = errors.orderBy(*COORDINATES).first()
+
+def _count(rows: DataFrame | list[Row]) -> int:
+    return len(rows) if isinstance(rows, list) else rows.count()
+
+
+def _coordinates(row: Row) -> tuple[str, int, int]:
+    return row["topic"], row["partition"], row["offset"]
+
+
+def _in_order(rows: DataFrame | list[Row]) -> Iterator[Any]:
+    """The rows by source coordinates: the order the error topic receives them in."""
+    if isinstance(rows, list):
+        return iter(sorted(rows, key=_coordinates))
+    return rows.orderBy(*COORDINATES).toLocalIterator()
+
+
+def _first_error(errors: DataFrame | list[Row], count: int) -> RecordError:
+    first = min(errors, key=_coordinates) if isinstance(errors, list) else errors.orderBy(*COORDINATES).first()
+    assert first is not None  # called with count > 0
     more = f" (and {count - 1} more bad record(s) in this batch)" if count > 1 else ""
     return RecordError(
         f"bad record at topic {first['topic']} partition {first['partition']} offset {first['offset']}: "

@@ -25,7 +25,7 @@ from kafka_iceberg.decode import decode, discovers_columns
 from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.errors import ConfigError, ExpectationFailedError, summary
 from kafka_iceberg.observe.report import BatchReport
-from kafka_iceberg.records import COORDINATES, ERROR_SCHEMA_DDL, INTERNAL_PREFIX, TOMBSTONE_COLUMN
+from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import Offsets, batch_offsets, merge_offsets
 from kafka_iceberg.spec.api import resolve_transform
 from kafka_iceberg.spec.columns import FIXED_COLUMNS
@@ -128,7 +128,7 @@ class BatchProcessor:
             if self.spec.errors.quarantine_table
             else None
         )
-        return ErrorRouter(self.spec, publisher=self.publisher, quarantine=quarantine)
+        return ErrorRouter(self.spec, publisher=self.publisher, quarantine=quarantine, spark=self.spark)
 
     def process(
         self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets | None = None, lag: int | None = None
@@ -304,10 +304,8 @@ class BatchProcessor:
         }
         report.expectations_passed = {name: stats["decoded"] - v for name, v in report.expectations_failed.items()}
         report.records_dropped = stats["dropped"]
-        errors = self.spark.createDataFrame(written.errors, ERROR_SCHEMA_DDL) if written.errors else None
-        quarantined = self.spark.createDataFrame(written.quarantined, ERROR_SCHEMA_DDL) if written.quarantined else None
-        routing = self.router().route(
-            errors, quarantined, batch_id=batch_id, quarantined_count=len(written.quarantined)
+        routing = self.router().route(  # the rows are on the driver already: no Spark job to count or order them
+            written.errors or None, written.quarantined or None, batch_id=batch_id
         )
         self._commit(
             rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing,

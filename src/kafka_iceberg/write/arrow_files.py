@@ -32,7 +32,7 @@ from kafka_iceberg.spec.model import TableSpec
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 FILE_SCHEMA = "path string, size long, records long, partition string"
 # What a task of the single pass returns (write_sorted): files, records leaving the table, counts.
@@ -239,8 +239,8 @@ class SortedBatch:
     """What the single pass's job brought back: files written (not committed), records leaving the table, counts."""
 
     files: list[WrittenFile]
-    errors: list[tuple[Any, ...]]  # decode errors and write rejections, in ERROR_COLUMNS order
-    quarantined: list[tuple[Any, ...]]  # records failing a quarantine rule, in ERROR_COLUMNS order
+    errors: list[Row]  # decode errors and write rejections, in the error-row shape (ERROR_COLUMNS)
+    quarantined: list[Row]  # records failing a quarantine rule, the same
     stats: dict[str, Any]  # checks.labels.merged_stats
 
 
@@ -248,6 +248,7 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels) -> Sort
     """Run :func:`write_sorted` over ``frame`` (its row columns aligned to the table); one Spark job."""
     import functools
 
+    from pyspark.sql import Row
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -261,7 +262,8 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels) -> Sort
         if r["kind"] == "file"
     ]
     kept = {
-        kind: [tuple(r[c] for c in ERROR_COLUMNS) for r in out if r["kind"] == kind] for kind in ("error", "quarantine")
+        kind: [Row(**{c: r[c] for c in ERROR_COLUMNS}) for r in out if r["kind"] == kind]
+        for kind in ("error", "quarantine")
     }
     stats = merged_stats([json.loads(r["stats"]) for r in out if r["kind"] == "stats"], len(labels.rules))
     return SortedBatch(files, kept["error"], kept["quarantine"], stats)

@@ -246,8 +246,8 @@ class TableWriter:
         A batch whose id is not above the stream's last committed id is skipped. The table is created
         or evolved first if the batch needs it. An empty batch (or one that changes no row) still
         commits an empty append carrying the marker, so the stream's offsets always advance.
-        ``written``: the batch's data files, already written by the single pass (:meth:`write_sorted`);
-        ``rows`` then only gives the batch's schema.
+        ``written``: the batch's data files, already written by the single pass (:meth:`write_sorted`),
+        which planned and evolved the table before writing them; ``rows`` is then not read.
 
         Raises:
             SchemaMismatchError: the batch does not fit the table under its ``schema_evolution``.
@@ -269,9 +269,10 @@ class TableWriter:
                 snapshot_id=last.snapshot_id,
                 latency_ms=(time.monotonic() - started) * 1000,
             )
-        plan = self.plan(rows.schema)
-        if plan.changes:
-            self.apply(plan)
+        if written is None:  # the single pass planned the table before it wrote the files
+            plan = self.plan(rows.schema)
+            if plan.changes:
+                self.apply(plan)
         summary = marker.summary(self.pipeline_id)
         # The Arrow writer writes the batch's files once; every attempt appends those same files.
         files = written
