@@ -50,7 +50,8 @@ class RecordingQuarantine:
         self.batches = []
 
     def append(self, errors, batch_id):
-        rows = sorted(errors.collect(), key=lambda r: (r.partition, r.offset))
+        self.on_driver = isinstance(errors, list)
+        rows = sorted(errors if self.on_driver else errors.collect(), key=lambda r: (r.partition, r.offset))
         self.batches.append((batch_id, rows))
         return len(rows)
 
@@ -76,6 +77,7 @@ def test_quarantine_target_receives_the_records(spark, bad, skip_error):
     assert (result.failed, result.skipped, result.quarantined) == (2, 0, 2)
     ((batch_id, rows),) = sink.batches
     assert batch_id == 4 and [(r.partition, r.offset, r.value) for r in rows] == [(0, 3, b"\xff\xfe"), (1, 7, b"{bad")]
+    assert sink.on_driver == isinstance(bad, list)  # rows on the driver stay there: no DataFrame, no Spark job
 
 
 def test_expectation_quarantine_goes_to_the_table_only(spark, errors):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class QuarantineTarget(Protocol):
     """Appends error rows to the quarantine table, exactly once per batch."""
 
-    def append(self, errors: DataFrame, batch_id: int) -> int:
+    def append(self, errors: DataFrame | list[Row], batch_id: int) -> int:
         """Append and return how many rows were written (0 when the batch was already there)."""
 
 
@@ -92,11 +92,7 @@ class ErrorRouter:
             to_quarantine.append(quarantined)
         written = 0
         if to_quarantine and self.quarantine is not None:
-            frames = [self._frame(rows) for rows in to_quarantine]
-            frame = frames[0]
-            for other in frames[1:]:
-                frame = frame.unionByName(other)
-            written = self.quarantine.append(frame, batch_id)
+            written = self.quarantine.append(self._together(to_quarantine), batch_id)
         skipped = n_errors if (n_errors and not policy.has_target) else 0
         return RoutingResult(
             failed=n_errors + n_quarantined,
@@ -105,6 +101,17 @@ class ErrorRouter:
             quarantined=written,
             error_offsets=offsets,
         )
+
+    def _together(self, parts: list[DataFrame | list[Row]]) -> DataFrame | list[Row]:
+        """One input for the quarantine table: rows on the driver stay there; else one DataFrame."""
+        on_driver = [p for p in parts if isinstance(p, list)]
+        if len(on_driver) == len(parts):
+            return [r for p in on_driver for r in p]
+        frames = [self._frame(p) for p in parts]
+        frame = frames[0]
+        for other in frames[1:]:
+            frame = frame.unionByName(other)
+        return frame
 
     def _frame(self, rows: DataFrame | list[Row]) -> DataFrame:
         if not isinstance(rows, list):

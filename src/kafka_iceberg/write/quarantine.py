@@ -5,16 +5,18 @@ It holds the records that decoded but failed an expectation, with their original
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kafka_iceberg.source.offsets import batch_offsets, merge_offsets
+from kafka_iceberg.records import ERROR_COLUMNS, ERROR_SCHEMA_DDL
+from kafka_iceberg.source.offsets import Offsets, batch_offsets, merge_offsets
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write.marker import CommitMarker
 from kafka_iceberg.write.writer import TableWriter
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 QUARANTINE_STREAM = "quarantine"
 
@@ -50,12 +52,18 @@ class QuarantineTable:
         )
         return TableWriter(self.spark, self.catalog, qspec, pipeline_id=self.pipeline)
 
-    def append(self, errors: DataFrame, batch_id: int) -> int:
-        """Append the error rows not already quarantined; return how many were added."""
-        from pyspark.sql import functions as F
+    def append(self, errors: DataFrame | list[Row], batch_id: int) -> int:
+        """Append the error rows not already quarantined; return how many were added.
 
+        ``errors`` may be rows already on the driver (the single pass's): filtered, counted and
+        given their offsets there, so only the table's own write runs in Spark.
+        """
         writer = self._writer()
         last = writer.last_commit(QUARANTINE_STREAM) if writer.exists() else None
+        if isinstance(errors, list):
+            return self._append_rows(writer, last, errors, batch_id)
+        from pyspark.sql import functions as F
+
         frame = errors.select(
             *errors.columns,
             F.lit(self.pipeline).alias("_pipeline"),
@@ -74,14 +82,42 @@ class QuarantineTable:
         frame = frame.persist()
         try:
             count = frame.count()
-            if count == 0:
-                return 0
-            offsets = merge_offsets(last.offsets if last else None, batch_offsets(frame))
-            writer.apply(writer.plan(frame.schema))
-            marker = CommitMarker(
-                stream=QUARANTINE_STREAM, batch_id=(last.batch_id + 1) if last else 0, offsets=offsets
-            )
-            writer.commit(frame, marker)
+            if count:
+                self._commit(writer, last, frame, batch_offsets(frame))
             return count
         finally:
             frame.unpersist()
+
+    def _append_rows(self, writer: TableWriter, last: CommitMarker | None, errors: list[Row], batch_id: int) -> int:
+        from pyspark.sql.types import (
+            LongType,
+            StringType,
+            StructField,
+            StructType,
+            TimestampType,
+            _parse_datatype_string,
+        )
+
+        done = last.offsets if last is not None else {}
+        rows = [r for r in errors if r["offset"] >= done.get(r["topic"], {}).get(r["partition"], -1)]
+        if not rows:
+            return 0
+        seen: Offsets = {}
+        for r in rows:
+            parts = seen.setdefault(r["topic"], {})
+            parts[r["partition"]] = max(parts.get(r["partition"], 0), r["offset"] + 1)
+        # The same columns, types and nullability as the DataFrame path's literals.
+        extra = [("_pipeline", StringType()), ("_table", StringType()), ("_batch_id", LongType()),
+                 ("_quarantined_at", TimestampType())]  # fmt: skip
+        error_fields = _parse_datatype_string(ERROR_SCHEMA_DDL)
+        assert isinstance(error_fields, StructType)
+        schema = StructType([*error_fields.fields, *(StructField(n, t, nullable=False) for n, t in extra)])
+        now = dt.datetime.now(dt.timezone.utc)
+        values = [(*(r[c] for c in ERROR_COLUMNS), self.pipeline, self.spec.identifier, batch_id, now) for r in rows]
+        self._commit(writer, last, self.spark.createDataFrame(values, schema), seen)
+        return len(rows)
+
+    def _commit(self, writer: TableWriter, last: CommitMarker | None, frame: DataFrame, seen: Offsets) -> None:
+        offsets = merge_offsets(last.offsets if last else None, seen)
+        marker = CommitMarker(stream=QUARANTINE_STREAM, batch_id=(last.batch_id + 1) if last else 0, offsets=offsets)
+        writer.commit(frame, marker)  # creates or evolves the table first when the rows need it
