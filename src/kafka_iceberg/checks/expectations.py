@@ -92,10 +92,7 @@ def apply_expectations(
         if rule.on_violation == "fail" and failed[name]:
             first = flagged.where(~F.col(_flag(i))).orderBy(*COORDINATES).select(*COORDINATES).first()
             assert first is not None
-            raise ExpectationFailedError(
-                f"expectation {name!r} ({rule.expr}) failed for {failed[name]} record(s); first at "
-                f"topic {first['topic']} partition {first['partition']} offset {first['offset']}"
-            )
+            raise violation(name, rule.expr, failed[name], (first["topic"], first["partition"], first["offset"]))
 
     kept = flagged.where(quarantine_ok & drop_ok).drop(*flags)
     errors = None
@@ -125,3 +122,12 @@ def apply_expectations(
         warned=sum(failed[n] for n in names if expectations[n].on_violation == "warn"),
     )
     return kept, errors, report
+
+
+def violation(name: str, expr: str, count: int, first: tuple[str, int, int]) -> ExpectationFailedError:
+    """The error of a violated ``fail`` rule: how many records, and the first by source coordinates."""
+    topic, partition, offset = first
+    return ExpectationFailedError(
+        f"expectation {name!r} ({expr}) failed for {count} record(s); first at "
+        f"topic {topic} partition {partition} offset {offset}"
+    )

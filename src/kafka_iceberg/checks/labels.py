@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafka_iceberg.checks.rejections import rejection_reason
 from kafka_iceberg.decode.plan import ERROR_FIELDS, ERROR_STAGE, ERROR_TEXT, FAILED, HEADERS, KEY, VALUE
 from kafka_iceberg.records import COORDINATES, ERROR_COLUMNS, INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import merge_offsets
@@ -69,15 +70,8 @@ def check_columns(
     names = list(expectations)
     exempt = F.col(TOMBSTONE_COLUMN) if TOMBSTONE_COLUMN in row_columns else F.lit(False)
     flags = [exempt | F.coalesce(F.expr(expectations[n].expr), F.lit(False)) for n in names]
-    checks: list[tuple[Column, str]] = [
-        (~exempt & F.col(c).isNull(), f"column {c} is required (NOT NULL) but is null")
-        for c in required
-        if c in row_columns
-    ]
-    checks += [(F.col(c).isNull(), f"upsert key {c} is null") for c in keys if c in row_columns]
-    reject: Column = F.lit(None).cast("string")
-    if checks:
-        reject = F.nullif(F.concat_ws("; ", *[F.when(bad, F.lit(reason)) for bad, reason in checks]), F.lit(""))
+    reason = rejection_reason(row_columns, required=required, keys=keys)
+    reject: Column = F.lit(None).cast("string") if reason is None else reason
     kept_by_rules = F.lit(True)
     for flag, name in zip(flags, names, strict=True):
         if expectations[name].on_violation in ("quarantine", "drop"):

@@ -11,7 +11,27 @@ from typing import TYPE_CHECKING
 from kafka_iceberg.records import COORDINATES, TOMBSTONE_COLUMN, with_original_bytes
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
+
+
+def rejection_reason(columns: Iterable[str], *, required: Iterable[str], keys: Iterable[str]) -> Column | None:
+    """Why the table would refuse a row (``"reason; reason"``), NULL for a writable row; None without checks.
+
+    A tombstone (upsert delete) needs its key only. One rule for both writers' paths.
+    """
+    from pyspark.sql import functions as F
+
+    present = set(columns)
+    exempt = F.col(TOMBSTONE_COLUMN) if TOMBSTONE_COLUMN in present else F.lit(False)
+    checks = [
+        (~exempt & F.col(c).isNull(), f"column {c} is required (NOT NULL) but is null")
+        for c in required
+        if c in present
+    ]
+    checks += [(F.col(c).isNull(), f"upsert key {c} is null") for c in keys if c in present]
+    if not checks:
+        return None
+    return F.nullif(F.concat_ws("; ", *[F.when(bad, F.lit(reason)) for bad, reason in checks]), F.lit(""))
 
 
 def write_rejections(
@@ -28,24 +48,15 @@ def write_rejections(
     """
     from pyspark.sql import functions as F
 
-    is_tombstone = F.col(TOMBSTONE_COLUMN) if TOMBSTONE_COLUMN in rows.columns else F.lit(False)
-    checks = [
-        (c, f"column {c} is required (NOT NULL) but is null", ~is_tombstone) for c in required if c in rows.columns
-    ]
-    checks += [(c, f"upsert key {c} is null", F.lit(True)) for c in keys if c in rows.columns]
-    if not checks:
+    reason = rejection_reason(rows.columns, required=required, keys=keys)
+    if reason is None:
         return rows, None
-    bad = F.lit(False)
-    reason_parts = []
-    for column, reason, applies in checks:
-        failing = applies & F.col(column).isNull()
-        bad = bad | failing
-        reason_parts.append(F.when(failing, F.lit(reason)))
+    bad = reason.isNotNull()
     ok = rows.where(~bad)
     present = [c for c in payload_columns if c in rows.columns]
     failures = rows.where(bad).select(
         *COORDINATES,
-        F.concat_ws("; ", *reason_parts).alias("_error"),
+        reason.alias("_error"),
         F.lit("write").alias("_error_stage"),
         F.to_json(F.struct(*present)).alias("_decoded"),
     )

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg import faults
 from kafka_iceberg.checks import ErrorRouter, apply_expectations, write_rejections
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
+from kafka_iceberg.checks.expectations import violation
 from kafka_iceberg.checks.labels import check_columns
 from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import decode, discovers_columns
 from kafka_iceberg.decode.schemaful import is_schemaful
-from kafka_iceberg.errors import ConfigError, ExpectationFailedError, summary
+from kafka_iceberg.errors import ConfigError, summary
 from kafka_iceberg.observe.report import BatchReport
 from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import Offsets, batch_offsets, merge_offsets
@@ -60,6 +61,11 @@ def _known(table_schema: StructType | None) -> dict[str, str] | None:
         return None
     names = payload_names(table_schema)
     return {f.name: from_spark_type(f.dataType.simpleString()) for f in table_schema.fields if f.name in names}
+
+
+def _not_null(table_schema: StructType | None) -> list[str]:
+    """The table's NOT NULL columns (none before the table exists)."""
+    return [f.name for f in (table_schema.fields if table_schema is not None else []) if not f.nullable]
 
 
 def payload_names(schema: Any) -> list[str]:
@@ -235,7 +241,7 @@ class BatchProcessor:
         from pyspark.sql.types import StructType
 
         plan = self.writer.plan(StructType(writable))
-        required = [f.name for f in (table_schema.fields if table_schema is not None else []) if not f.nullable]
+        required = _not_null(table_schema)
         keys = self.spec.key_fields if self.spec.upserts else []
         rows, rejected = write_rejections(rows, raw, required=required, keys=keys, payload_columns=payload)
         errors = decoded.errors if rejected is None else decoded.errors.unionByName(rejected)
@@ -271,7 +277,7 @@ class BatchProcessor:
         if decoded.parsed is not None:
             persist(decoded.parsed)  # the Arrow decoder's pass, read by both its certified and its other records
         frame, row_columns = decoded.single
-        required = [f.name for f in (table_schema.fields if table_schema is not None else []) if not f.nullable]
+        required = _not_null(table_schema)
         labelled, labels = check_columns(
             frame,
             row_columns,
@@ -294,11 +300,7 @@ class BatchProcessor:
             labels.rules, stats["violations"], stats["first"], strict=True
         ):
             if action == "fail" and violations:
-                topic, partition, offset = first
-                raise ExpectationFailedError(
-                    f"expectation {name!r} ({sql}) failed for {violations} record(s); first at "
-                    f"topic {topic} partition {partition} offset {offset}"
-                )
+                raise violation(name, sql, violations, tuple(first))
         report.expectations_failed = {
             name: v for (name, _, _), v in zip(labels.rules, stats["violations"], strict=True)
         }
