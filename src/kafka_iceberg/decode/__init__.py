@@ -8,9 +8,10 @@ schema, or ``schema_evolution`` other than strict): finding new keys needs to lo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,9 +23,10 @@ from kafka_iceberg.decode.plan import (
     ERROR_STAGE,
     Plan,
     apply_stages,
-    assemble,
     kafka_frame,
+    outcome_of,
     single_frame,
+    split,
 )
 from kafka_iceberg.decode.pt import pt_value
 from kafka_iceberg.decode.schemaful import decode_schemaful, is_schemaful
@@ -57,26 +59,48 @@ __all__ = [
 class Decoded:
     """The outcome of decoding one batch.
 
+    Its two views of the batch are built when first read, so each path pays only for its own: the
+    step-by-step path reads ``rows`` and ``errors``, the single pass reads ``single`` (every
+    ``select`` is analysed by Spark as it is built, a fixed cost per batch).
+
     Attributes:
-        rows: the table's columns in table order plus ``_ki_tombstone`` BOOLEAN.
-        errors: one row per record that could not be decoded, with :data:`ERROR_COLUMNS`.
         new_columns: flatten only: payload columns found in the data but not known
             (name → canonical type), in first-seen order. They are also columns of ``rows``.
         outcome: the per-record decode outcome that ``rows`` and ``errors`` are both filtered
             from. Persist it before using either and the batch is decoded once, not once for
             the rows and again for the errors.
         parsed: the Arrow decoder's pass, which ``outcome`` reads (None for the Spark decoder).
-        single: rows and error rows in one frame, with the row's column names: what one pass
-            over the batch reads (:func:`~kafka_iceberg.decode.plan.single_frame`). None for the
-            schema-driven formats.
+        split: builds (``rows``, ``errors``).
+        single_of: builds ``single``; None for the schema-driven formats.
     """
 
-    rows: DataFrame
-    errors: DataFrame
     new_columns: dict[str, str]
+    split: Callable[[], tuple[DataFrame, DataFrame]] = field(repr=False)
     outcome: DataFrame | None = None
     parsed: DataFrame | None = None
-    single: tuple[DataFrame, list[str]] | None = None
+    single_of: Callable[[], tuple[DataFrame, list[str]]] | None = field(default=None, repr=False)
+
+    @cached_property
+    def _split(self) -> tuple[DataFrame, DataFrame]:
+        return self.split()
+
+    @property
+    def rows(self) -> DataFrame:
+        """The table's columns in table order plus ``_ki_tombstone`` BOOLEAN."""
+        return self._split[0]
+
+    @property
+    def errors(self) -> DataFrame:
+        """One row per record that could not be decoded, with :data:`ERROR_COLUMNS`."""
+        return self._split[1]
+
+    @cached_property
+    def single(self) -> tuple[DataFrame, list[str]] | None:
+        """Rows and error rows in one frame, and the row's column names; None for the schema-driven formats.
+
+        What one pass over the batch reads (:func:`~kafka_iceberg.decode.plan.single_frame`).
+        """
+        return self.single_of() if self.single_of is not None else None
 
     def to_persist(self) -> list[DataFrame]:
         """What to persist, in this order, so each decoding pass runs once per batch.
@@ -136,7 +160,7 @@ def decode(
         )
         known = dict(known_columns or {})
         new = {f.name: f.dataType.simpleString() for f in columns.fields if f.name not in known}
-        return Decoded(rows=rows, errors=errors, new_columns=new, outcome=outcome)
+        return Decoded(new_columns=new, split=lambda: (rows, errors), outcome=outcome)
     new_columns: dict[str, str] = {}
     arrow_columns: dict[str, str] = {}
     required: set[str] = set()
@@ -151,22 +175,19 @@ def decode(
             frame, spec, nonce, streaming=df.isStreaming, known_columns=known_columns, base_dir=base_dir
         )
     pt = pt_value(spec.partition_window, flush_time)
-    parsed: DataFrame | None
+    parsed: DataFrame | None = None
     if uses_arrow(spec):
-        rows, errors, outcome, parsed = decode_with_arrow(
-            frame,
-            spec,
-            plan,
-            arrow_columns=arrow_columns,
-            required=required,
-            pt=pt,
-            include_headers=spec.source.include_headers,
-        )
+        outcome, parsed = decode_with_arrow(frame, spec, plan, arrow_columns=arrow_columns, required=required)
     else:
-        rows, errors, outcome = assemble(frame, plan, pt=pt, include_headers=spec.source.include_headers)
-        parsed = None
-    single = single_frame(outcome, plan, pt=pt, include_headers=spec.source.include_headers)
-    return Decoded(rows=rows, errors=errors, new_columns=new_columns, outcome=outcome, parsed=parsed, single=single)
+        outcome = outcome_of(frame, plan)
+    include_headers = spec.source.include_headers
+    return Decoded(
+        new_columns=new_columns,
+        split=lambda: split(outcome, plan, pt=pt, include_headers=include_headers),
+        outcome=outcome,
+        parsed=parsed,
+        single_of=lambda: single_frame(outcome, plan, pt=pt, include_headers=include_headers),
+    )
 
 
 def _structured_plan(

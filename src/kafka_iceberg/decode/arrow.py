@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, outcome_of, payload_part, split
+from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, outcome_of, payload_part
 from kafka_iceberg.decode.sql import convert, converted_ok, ident, sql_type
 from kafka_iceberg.spec.load import arrow_decoder_unsupported
 from kafka_iceberg.spec.model import CsvLayout, TableSpec
@@ -115,10 +115,8 @@ def decode_with_arrow(
     *,
     arrow_columns: dict[str, str],
     required: set[str],
-    pt: str | None,
-    include_headers: bool,
-) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
-    """(rows, error rows, outcome, parsed): certified records decoded by Arrow, the rest by ``plan``.
+) -> tuple[DataFrame, DataFrame]:
+    """(outcome, parsed): certified records decoded by Arrow, the rest by ``plan``.
 
     ``outcome`` has the shape of the Spark decoder's (:func:`~kafka_iceberg.decode.plan.outcome_of`)
     for every record, so rows and error rows are split from it the same way. Persist ``parsed``
@@ -169,9 +167,7 @@ def decode_with_arrow(
             out.append(F.col(ident(f.name)))
         else:  # the Spark decoder's helper columns, read only for its error rows
             out.append(F.lit(None).cast(f.dataType).alias(f.name))
-    outcome = certified.select(*out).unionByName(rest)
-    rows, errors = split(outcome, plan, pt=pt, include_headers=include_headers)
-    return rows, errors, outcome, parsed
+    return certified.select(*out).unionByName(rest), parsed
 
 
 def _payload_value(spec: TableSpec, name: str, col_type: str, values: dict[str, str]) -> str:
