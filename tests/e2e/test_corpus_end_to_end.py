@@ -57,8 +57,10 @@ class Outcome:
     errors: dict[str, dict[int, ErrorRow]]  # per target: "topic" and/or "quarantine"
 
 
-def _pipeline(fmt: str, ns: str, topic: str, target: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
-    """The fixture pipeline of ``fmt`` on a fresh namespace and topic, with an error target."""
+def _pipeline(
+    fmt: str, ns: str, topic: str, target: dict[str, Any], writer: str | None = None
+) -> tuple[str, str, str | None, str | None]:
+    """The fixture pipeline of ``fmt`` on a fresh namespace and topic, with an error target (and ``writer``)."""
     fixture = load_target(fmt)
     doc = yaml.safe_load((REPO / fixture.pipeline).read_text())
     (table,) = [t for t in doc["tables"] if f"{t['namespace']}.{t['name']}" == fixture.table]
@@ -72,6 +74,8 @@ def _pipeline(fmt: str, ns: str, topic: str, target: dict[str, Any]) -> tuple[st
     if quarantine:
         errors["quarantine_table"] = quarantine
     table["errors"] = errors
+    if writer is not None:
+        table["write"] = {"engine": writer}
     doc["tables"] = [table]
     return yaml.safe_dump(doc, sort_keys=False), f"{ns}.{table['name']}", error_topic, quarantine
 
@@ -94,12 +98,17 @@ def _unique_by_offset(rows: list[Any], offset: Any) -> dict[int, Any]:
 
 
 def run_messages(
-    tmp_path: Path, lake: Any, stack: Any, fmt: str, messages: list[tuple[bytes | None, bytes | None]]
+    tmp_path: Path,
+    lake: Any,
+    stack: Any,
+    fmt: str,
+    messages: list[tuple[bytes | None, bytes | None]],
+    writer: str | None = None,
 ) -> Outcome:
     """Produce ``messages`` to a fresh topic, run the fixture table of ``fmt`` once, read everything back."""
     target = TARGETS[fmt]
     ns, topic = unique(f"corpus_{fmt}"), unique(f"corpus_{fmt}")
-    yaml_text, identifier, error_topic, quarantine = _pipeline(fmt, ns, topic, target)
+    yaml_text, identifier, error_topic, quarantine = _pipeline(fmt, ns, topic, target, writer)
     produce(stack.kafka_bootstrap, topic, messages, partition=0, config=BIG_MESSAGES)
     source = consume_all(stack.kafka_bootstrap, topic)
     assert [(r.key, r.value) for r in source] == messages  # the broker kept every byte, in order
@@ -233,3 +242,24 @@ def test_generated_hostile_batches_add_up(tmp_path, lake, stack, fmt):
     if fmt == "text":  # an independent oracle: text fails exactly on a value that is not UTF-8
         rejected = {o for o, (_k, v) in zip(out.offsets, messages, strict=True) if v is not None and not _utf8(v)}
         assert set(out.errors["topic"]) == rejected
+
+
+# Columns that differ between two runs of the same messages: the topic (a fresh one per run), the
+# broker's CreateTime and the flush time's partition value.
+_PER_RUN = ("topic", "timestamp", "pt")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_both_writers_make_the_same_rows_and_error_rows_of_the_corpus_and_generated_batches(tmp_path, lake, stack, fmt):
+    """Issue 20: Spark's writer and the Arrow writer's single pass, value for value, on hostile input."""
+    messages = [(m.key, m.value) for m in load(fmt)] + draw(hostile.messages(fmt), 100)
+    outs = {w: run_messages(tmp_path / w, lake, stack, fmt, messages, writer=w) for w in ("spark", "arrow")}
+    spark_out, arrow_out = outs["spark"], outs["arrow"]
+    assert arrow_out.offsets == spark_out.offsets
+
+    def rows(out: Outcome) -> dict[int, dict[str, Any]]:
+        return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
+
+    assert rows(arrow_out) == rows(spark_out)
+    assert arrow_out.errors == spark_out.errors  # per target: offset, reason, stage, original key and value
+    assert rows(spark_out) and (any(spark_out.errors.values()) or fmt == "binary")  # the batch really is mixed
