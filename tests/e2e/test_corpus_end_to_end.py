@@ -58,9 +58,14 @@ class Outcome:
 
 
 def _pipeline(
-    fmt: str, ns: str, topic: str, target: dict[str, Any], writer: str | None = None
+    fmt: str,
+    ns: str,
+    topic: str,
+    target: dict[str, Any],
+    writer: str | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[str, str, str | None, str | None]:
-    """The fixture pipeline of ``fmt`` on a fresh namespace and topic, with an error target (and ``writer``)."""
+    """The fixture pipeline of ``fmt`` on a fresh namespace and topic, with an error target (and ``writer``, ``settings``)."""
     fixture = load_target(fmt)
     doc = yaml.safe_load((REPO / fixture.pipeline).read_text())
     (table,) = [t for t in doc["tables"] if f"{t['namespace']}.{t['name']}" == fixture.table]
@@ -76,6 +81,8 @@ def _pipeline(
     table["errors"] = errors
     if writer is not None:
         table["write"] = {"engine": writer}
+    for key, value in (settings or {}).items():
+        table[key] = {**table.get(key, {}), **value} if isinstance(value, dict) else value
     doc["tables"] = [table]
     return yaml.safe_dump(doc, sort_keys=False), f"{ns}.{table['name']}", error_topic, quarantine
 
@@ -104,11 +111,12 @@ def run_messages(
     fmt: str,
     messages: list[tuple[bytes | None, bytes | None]],
     writer: str | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Outcome:
     """Produce ``messages`` to a fresh topic, run the fixture table of ``fmt`` once, read everything back."""
     target = TARGETS[fmt]
     ns, topic = unique(f"corpus_{fmt}"), unique(f"corpus_{fmt}")
-    yaml_text, identifier, error_topic, quarantine = _pipeline(fmt, ns, topic, target, writer)
+    yaml_text, identifier, error_topic, quarantine = _pipeline(fmt, ns, topic, target, writer, settings)
     produce(stack.kafka_bootstrap, topic, messages, partition=0, config=BIG_MESSAGES)
     source = consume_all(stack.kafka_bootstrap, topic)
     assert [(r.key, r.value) for r in source] == messages  # the broker kept every byte, in order
@@ -263,3 +271,71 @@ def test_both_writers_make_the_same_rows_and_error_rows_of_the_corpus_and_genera
     assert rows(arrow_out) == rows(spark_out)
     assert arrow_out.errors == spark_out.errors  # per target: offset, reason, stage, original key and value
     assert rows(spark_out) and (any(spark_out.errors.values()) or fmt == "binary")  # the batch really is mixed
+
+
+BATCH = 90  # records per batch: the corpus and the generated messages span two or more
+
+
+@pytest.mark.parametrize("fmt", ["json", "flatten"])
+def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decoder_and_writer(
+    tmp_path, lake, stack, fmt, monkeypatch
+):
+    """Issue 20: ``decoder: arrow`` with the Arrow writer writes the records it certifies in the task
+    that parses them (write/certified.py) and leaves the rest to Spark's decoder; value for value the
+    same rows and error rows as Spark's decoder and writer, on the corpus and generated batches."""
+    from kafka_iceberg.write import certified, writer
+
+    parsed: list[certified.ParsedBatch] = []
+
+    def spy(*args: Any, **kwargs: Any) -> certified.ParsedBatch:
+        out = certified.write_where_parsed(*args, **kwargs)
+        parsed.append(out)
+        return out
+
+    monkeypatch.setattr(writer, "write_where_parsed", spy)
+    # Expectations pyarrow evaluates in the task, and records that violate them: a quarantine rule
+    # (the violators are left to Spark, which routes them) and a warn rule (counted, written).
+    if fmt == "flatten":
+        rules = {"id_not_negative": ("id >= 0", "quarantine"), "named": ("name IS NOT NULL", "warn")}
+        extra = [b'{"id": -1, "name": "negative"}', b'{"id": 3}', b'{"id": 4, "name": "ok"}']
+    else:
+        rules = {"not_empty": ("value <> '{}'", "quarantine"), "short": ("value < '{\"z'", "warn")}
+        extra = [b"{}", b'{"zz": 1}', b'{"a": 1}']
+    expectations = {name: {"expr": sql, "on_violation": action} for name, (sql, action) in rules.items()}
+    messages = [(m.key, m.value) for m in load(fmt)] + draw(hostile.messages(fmt), 100)
+    messages += [(None, value) for value in extra]
+    settings: dict[str, Any] = {"expectations": expectations}
+    if fmt == "flatten":
+        settings["schema_evolution"] = "strict"  # what the Arrow decoder needs
+    runs = {"spark": ("spark", "spark"), "parsed": ("arrow", "arrow")}
+    outs = {
+        name: run_messages(
+            tmp_path / name,
+            lake,
+            stack,
+            fmt,
+            messages,
+            writer=w,
+            settings={"source": {"decoder": d, "max_records_per_batch": BATCH}, **settings},
+        )
+        for name, (d, w) in runs.items()
+    }
+    # Only the second run writes where it parses: every one of its batches did, the later ones
+    # without planning their decode again (the table's columns are known by then).
+    assert len(parsed) == -(-len(messages) // BATCH)
+    certified_count = sum(p.stats["in"] for p in parsed)
+    assert certified_count > 0 and any(p.left is not None for p in parsed)  # some written in the task, some not
+    assert outs["parsed"].offsets == outs["spark"].offsets
+
+    def rows(out: Outcome) -> dict[int, dict[str, Any]]:
+        return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
+
+    assert rows(outs["parsed"]) == rows(outs["spark"])
+    assert outs["parsed"].errors == outs["spark"].errors  # per target: offset, reason, stage, original bytes
+    assert certified_count < len(rows(outs["spark"]))  # Spark's decoder wrote some rows of the second run too
+
+    def failed(out: Outcome) -> dict[str, int]:
+        return {name: sum(r.expectations_failed.get(name, 0) for r in out.ran.reports) for name in rules}
+
+    assert failed(outs["parsed"]) == failed(outs["spark"])
+    assert all(failed(outs["spark"]).values())  # each rule was violated

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg.checks.rejections import rejection_reason
 from kafka_iceberg.decode.plan import ERROR_FIELDS, ERROR_STAGE, ERROR_TEXT, FAILED, HEADERS, KEY, VALUE
 from kafka_iceberg.records import COORDINATES, ERROR_COLUMNS, INTERNAL_PREFIX, TOMBSTONE_COLUMN
-from kafka_iceberg.source.offsets import merge_offsets
+from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.model import Expectation
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def sort_batch(batch: pa.RecordBatch, labels: Labels) -> Sorted:
 
     stats = {
         "in": n,
-        "offsets": _next_offsets(batch),
+        "offsets": arrow_offsets(batch),
         "decoded": int(decoded.sum()),
         "violations": [int(bad.sum()) for bad in violated],
         "first": first,
@@ -164,20 +164,6 @@ def _error_rows(batch: pa.RecordBatch, which: Any, reason: Any) -> list[dict[str
         row |= {"headers": batch.column(HEADERS)[i].as_py(), "_error": text, "_error_stage": stage}
         row["_decoded"] = batch.column(decoded_column)[i].as_py()
         out.append({c: row[c] for c in ERROR_COLUMNS})
-    return out
-
-
-def _next_offsets(batch: pa.RecordBatch) -> dict[str, dict[int, int]]:
-    """Next offset after each partition's last record in the batch (``source.offsets.batch_offsets``)."""
-    import pyarrow as pa
-
-    if not batch.num_rows:
-        return {}
-    table = pa.Table.from_batches([batch]).select(["topic", "partition", "offset"])
-    last = table.group_by(["topic", "partition"]).aggregate([("offset", "max")]).to_pylist()
-    out: dict[str, dict[int, int]] = {}
-    for r in last:
-        out.setdefault(r["topic"], {})[int(r["partition"])] = int(r["offset_max"]) + 1
     return out
 
 

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafka_iceberg.decode.arrow import decode_with_arrow, uses_arrow
+from kafka_iceberg.decode.arrow import Layout, decode_with_arrow, layout_for, uses_arrow
 from kafka_iceberg.decode.csv import csv_plan
 from kafka_iceberg.decode.discover import discover
 from kafka_iceberg.decode.flatten import flatten_plan, parse_stages
@@ -70,6 +70,8 @@ class Decoded:
             from. Persist it before using either and the batch is decoded once, not once for
             the rows and again for the errors.
         parsed: the Arrow decoder's pass, which ``outcome`` reads (None for the Spark decoder).
+        layout: what the Arrow decoder parses (None for the Spark decoder); the single pass
+            writes the records it certifies where they are parsed (``write/certified.py``).
         split: builds (``rows``, ``errors``).
         single_of: builds ``single``; None for the schema-driven formats.
     """
@@ -78,6 +80,7 @@ class Decoded:
     split: Callable[[], tuple[DataFrame, DataFrame]] = field(repr=False)
     outcome: DataFrame | None = None
     parsed: DataFrame | None = None
+    layout: Layout | None = None
     single_of: Callable[[], tuple[DataFrame, list[str]]] | None = field(default=None, repr=False)
 
     @cached_property
@@ -123,6 +126,7 @@ def decode(
     flush_time: datetime,
     known_columns: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
+    spark_only: bool = False,
 ) -> Decoded:
     """Decode a Kafka-shaped DataFrame with the table spec's format and mode.
 
@@ -135,6 +139,8 @@ def decode(
         known_columns: the existing table's payload columns (name → canonical type); their
             types win over the declared schema and over inference.
         base_dir: directory that a relative ``schema.json_schema`` path is resolved against.
+        spark_only: decode with the Spark decoder whatever ``source.decoder`` says (the records
+            the Arrow decoder already left to it).
 
     Returns:
         Rows, error rows and (flatten) new columns.
@@ -176,7 +182,9 @@ def decode(
         )
     pt = pt_value(spec.partition_window, flush_time)
     parsed: DataFrame | None = None
-    if uses_arrow(spec):
+    layout: Layout | None = None
+    if uses_arrow(spec) and not spark_only:
+        layout = layout_for(spec, arrow_columns, required)
         outcome, parsed = decode_with_arrow(frame, spec, plan, arrow_columns=arrow_columns, required=required)
     else:
         outcome = outcome_of(frame, plan)
@@ -186,6 +194,7 @@ def decode(
         split=lambda: split(outcome, plan, pt=pt, include_headers=include_headers),
         outcome=outcome,
         parsed=parsed,
+        layout=layout,
         single_of=lambda: single_frame(outcome, plan, pt=pt, include_headers=include_headers),
     )
 

@@ -69,6 +69,7 @@ class Layout:
     delimiter: str = ","
     quote: str = '"'
     null_value: str = ""
+    required: tuple[str, ...] = ()  # columns a JSON Schema requires (their absence is a decode error)
 
     def spark_type(self, col_type: str) -> str:
         """The Spark SQL type of the column Arrow hands back for ``col_type``."""
@@ -93,7 +94,7 @@ def uses_arrow(spec: TableSpec) -> bool:
     return decoder == "arrow" or (decoder == "auto" and fmt in AUTO_ARROW)
 
 
-def layout_for(spec: TableSpec, columns: dict[str, str]) -> Layout:
+def layout_for(spec: TableSpec, columns: dict[str, str], required: set[str] | None = None) -> Layout:
     """The layout of ``spec`` whose Arrow-parsed columns are ``columns`` (empty for json)."""
     _part, source = payload_part(spec)
     csv = spec.source.csv or CsvLayout()
@@ -104,6 +105,7 @@ def layout_for(spec: TableSpec, columns: dict[str, str]) -> Layout:
         delimiter=csv.delimiter,
         quote=csv.quote,
         null_value=csv.null_value if csv.null_value is not None else "",
+        required=tuple(sorted(required or ())),
     )
 
 

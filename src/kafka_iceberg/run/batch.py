@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg import faults
 from kafka_iceberg.checks import ErrorRouter, apply_expectations, write_rejections
+from kafka_iceberg.checks.arrow_rules import Rule, translate
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
 from kafka_iceberg.checks.expectations import violation
-from kafka_iceberg.checks.labels import check_columns
+from kafka_iceberg.checks.labels import Labels, check_columns, merged_stats
 from kafka_iceberg.checks.routing import RoutingResult
-from kafka_iceberg.decode import decode, discovers_columns
+from kafka_iceberg.decode import Decoded, decode, discovers_columns, pt_value
+from kafka_iceberg.decode.plan import kafka_frame
 from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.errors import ConfigError, summary
 from kafka_iceberg.observe.report import BatchReport
@@ -33,13 +35,16 @@ from kafka_iceberg.spec.columns import FIXED_COLUMNS
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.spec.types import from_spark_type
 from kafka_iceberg.write import CommitMarker, TableWriter
-from kafka_iceberg.write.arrow_files import WrittenFile
+from kafka_iceberg.write.arrow_files import SortedBatch, WrittenFile
+from kafka_iceberg.write.certified import writes_where_parsed
 from kafka_iceberg.write.marker import DROPPED
 from kafka_iceberg.write.quarantine import QuarantineTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from kafka_iceberg.decode.arrow import Layout
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +78,16 @@ def payload_names(schema: Any) -> list[str]:
     return _payload_columns([f.name for f in schema.fields])
 
 
+@dataclass(frozen=True)
+class _WhereParsed:
+    """A table's batches written where the Arrow decoder parses them (``write/certified.py``)."""
+
+    layout: Layout  # what the Arrow decoder parses
+    schema: StructType  # the rows' columns as Spark's decoder gives them: what the table is planned with
+    labels: Labels
+    rules: list[Rule]  # the expectations, translated for pyarrow
+
+
 @dataclass
 class BatchProcessor:
     """Processes the micro-batches of one table.
@@ -100,6 +115,8 @@ class BatchProcessor:
     _error_offsets: Offsets = field(default_factory=dict, init=False)
     _dropped: int = field(default=0, init=False)
     _offsets: Offsets = field(default_factory=dict, init=False)  # the stream's last committed source offsets
+    # What writing certified records where they are parsed needs, per table schema (its payload columns).
+    _where_parsed: dict[tuple[tuple[str, str], ...], _WhereParsed] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
@@ -268,29 +285,7 @@ class BatchProcessor:
         Only what leaves the table (errors, quarantined records) and the counts come back to the
         driver, which routes them and then commits the files the job wrote, in that order.
         """
-        if discovers_columns(self.spec):
-            raw = persist(raw)  # read twice: once to find the new columns, once to decode
-        decoded = decode(
-            raw, self.spec, flush_time=self.clock(), known_columns=_known(table_schema), base_dir=self.base_dir
-        )
-        assert decoded.single is not None  # _single_pass excludes the schema-driven formats
-        if decoded.parsed is not None:
-            persist(decoded.parsed)  # the Arrow decoder's pass, read by both its certified and its other records
-        frame, row_columns = decoded.single
-        required = _not_null(table_schema)
-        labelled, labels = check_columns(
-            frame,
-            row_columns,
-            self.spec.expectations,
-            required=required,
-            keys=[],
-            payload_columns=_payload_columns(row_columns),
-        )
-        rows = labelled.select(*[c for c in row_columns if not c.startswith(INTERNAL_PREFIX)])
-        plan = self.writer.plan(rows.schema)
-        if plan.changes:  # the files are written with the table's columns: evolve it first
-            self.writer.apply(plan)
-        written = self.writer.write_sorted(labelled, labels)
+        written, labels, rows = self._write_single(raw, persist=persist, table_schema=table_schema)
         faults.reached("written")
         stats = written.stats
         report.records_in = stats["in"]
@@ -314,9 +309,94 @@ class BatchProcessor:
             written=written.files,
         )  # fmt: skip
 
+    def _write_single(
+        self, raw: DataFrame, *, persist: Any, table_schema: StructType | None
+    ) -> tuple[SortedBatch, Labels, DataFrame | None]:
+        """The single pass's data files (not committed), what leaves the table, its labels and rows.
+
+        One Spark job; two when the Arrow decoder writes the records it certifies where it parses
+        them and leaves some to Spark's decoder (``write/certified.py``). That path reads the
+        batch's decode plan only for its columns, which are the same for every batch against the
+        same table: it is built once per table schema (0.2-1 s of Spark analysis per batch).
+        """
+        if discovers_columns(self.spec):
+            raw = persist(raw)  # read twice: once to find the new columns, once to decode
+        flush_time = self.clock()
+        known = _known(table_schema)
+        shape = self._where_parsed.get(tuple((known or {}).items()))
+        if shape is not None:
+            self._apply_plan(shape.schema)
+            written = self._write_where_parsed(
+                raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
+            )
+            return written, shape.labels, None
+        decoded = decode(raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir)
+        labelled, labels, rows = self._labelled(decoded, table_schema)
+        self._apply_plan(rows.schema)
+        rules = self._arrow_rules(rows) if decoded.layout is not None else []
+        if decoded.layout is not None and writes_where_parsed(self.spec, decoded.layout, rules):
+            shape = _WhereParsed(decoded.layout, rows.schema, labels, [r for r in rules if r is not None])
+            self._where_parsed[tuple((known or {}).items())] = shape
+            written = self._write_where_parsed(
+                raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
+            )
+            return written, labels, rows
+        if decoded.parsed is not None:
+            persist(decoded.parsed)  # the Arrow decoder's pass, read by both its certified and its other records
+        return self.writer.write_sorted(labelled, labels), labels, rows
+
+    def _apply_plan(self, schema: StructType) -> None:
+        """Create or evolve the table for rows of ``schema``: the single pass writes files with its columns."""
+        plan = self.writer.plan(schema)
+        if plan.changes:
+            self.writer.apply(plan)
+
+    def _write_where_parsed(
+        self,
+        raw: DataFrame,
+        shape: _WhereParsed,
+        *,
+        flush_time: dt.datetime,
+        known: dict[str, str] | None,
+        table_schema: StructType | None,
+        persist: Any,
+    ) -> SortedBatch:
+        """Certified records written by the tasks that parse them; the others through Spark's decoder."""
+        pt = pt_value(self.spec.partition_window, flush_time)
+        parsed = self.writer.write_where_parsed(
+            kafka_frame(raw), shape.layout, pt=pt, rules=shape.rules, persist=persist
+        )
+        if parsed.left is None:
+            return SortedBatch(parsed.files, [], [], parsed.stats)
+        rest = decode(
+            parsed.left, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, spark_only=True
+        )
+        written = self.writer.write_sorted(self._labelled(rest, table_schema)[0], shape.labels)
+        stats = merged_stats([parsed.stats, written.stats], len(shape.labels.rules))
+        return SortedBatch(parsed.files + written.files, written.errors, written.quarantined, stats)
+
+    def _arrow_rules(self, rows: DataFrame) -> list[Rule | None]:
+        """The expectations translated for pyarrow over ``rows``' columns (None where one is not)."""
+        columns = {f.name: f.dataType.simpleString() for f in rows.schema.fields}
+        return [translate(self.spark, e.expr, columns) for e in self.spec.expectations.values()]
+
+    def _labelled(self, decoded: Decoded, table_schema: StructType | None) -> tuple[DataFrame, Labels, DataFrame]:
+        """The single pass's frame of ``decoded`` with every check as a column, its labels, and its rows."""
+        assert decoded.single is not None  # _single_pass excludes the schema-driven formats
+        frame, row_columns = decoded.single
+        labelled, labels = check_columns(
+            frame,
+            row_columns,
+            self.spec.expectations,
+            required=_not_null(table_schema),
+            keys=[],
+            payload_columns=_payload_columns(row_columns),
+        )
+        return labelled, labels, labelled.select(*[c for c in row_columns if not c.startswith(INTERNAL_PREFIX)])
+
     def _commit(
         self,
-        rows: DataFrame,
+        rows: DataFrame | None,
         *,
         batch_id: int,
         stream: str,
@@ -325,7 +405,10 @@ class BatchProcessor:
         routing: RoutingResult,
         written: list[WrittenFile] | None = None,
     ) -> None:
-        """Account for the routed records, then commit the rows (or the files written) with the batch's marker."""
+        """Account for the routed records, then commit the rows (or the files written) with the batch's marker.
+
+        ``rows`` is None only when ``written`` holds the batch's files.
+        """
         report.records_failed = routing.failed
         report.records_skipped, report.records_published = routing.skipped, routing.published
         report.records_quarantined = routing.quarantined
@@ -333,7 +416,7 @@ class BatchProcessor:
             faults.reached("quarantined")
         if routing.error_offsets and self.publisher is not None:
             self._error_offsets = {self.publisher.topic: dict(routing.error_offsets)}
-        if not self.spec.upserts and TOMBSTONE_COLUMN in rows.columns:
+        if rows is not None and not self.spec.upserts and TOMBSTONE_COLUMN in rows.columns:
             rows = rows.drop(TOMBSTONE_COLUMN)
         # Records dropped on purpose (``drop`` expectations, a filtering transform, ``skip_error``),
         # cumulative per stream and committed with the offsets, so that ``verify`` can account for them.

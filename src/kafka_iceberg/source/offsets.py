@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 Offsets = dict[str, dict[int, int]]
@@ -30,4 +31,18 @@ def batch_offsets(raw: DataFrame) -> Offsets:
     out: Offsets = {}
     for r in rows:
         out.setdefault(r["topic"], {})[int(r["partition"])] = int(r["last"]) + 1
+    return out
+
+
+def arrow_offsets(batch: pa.RecordBatch) -> Offsets:
+    """:func:`batch_offsets` of an Arrow batch, inside a Spark task."""
+    import pyarrow as pa
+
+    if not batch.num_rows:
+        return {}
+    table = pa.Table.from_batches([batch]).select(["topic", "partition", "offset"])
+    last = table.group_by(["topic", "partition"]).aggregate([("offset", "max")]).to_pylist()
+    out: Offsets = {}
+    for r in last:
+        out.setdefault(r["topic"], {})[int(r["partition"])] = int(r["offset_max"]) + 1
     return out

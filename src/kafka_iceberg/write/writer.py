@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg import faults
 from kafka_iceberg.checks.labels import Labels
@@ -29,6 +29,7 @@ from kafka_iceberg.write.arrow_files import (
     write_engine,
     write_frame,
 )
+from kafka_iceberg.write.certified import ParsedBatch, write_where_parsed
 from kafka_iceberg.write.jvm import IcebergTable, SnapshotInfo, with_commit_properties
 from kafka_iceberg.write.marker import (
     BATCH_ID_KEY,
@@ -55,6 +56,9 @@ from kafka_iceberg.write.schema import quote
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from kafka_iceberg.checks.arrow_rules import Rule
+    from kafka_iceberg.decode.arrow import Layout
 
 log = logging.getLogger(__name__)
 # Errors of a statement another writer ran first (table, namespace, column or partition field exists).
@@ -239,7 +243,7 @@ class TableWriter:
 
     # -- commits -----------------------------------------------------------------------------------
     def commit(
-        self, rows: DataFrame, marker: CommitMarker, *, written: list[WrittenFile] | None = None
+        self, rows: DataFrame | None, marker: CommitMarker, *, written: list[WrittenFile] | None = None
     ) -> CommitResult:
         """Commit one batch as one Iceberg snapshot carrying ``marker``; idempotent and retried.
 
@@ -269,16 +273,18 @@ class TableWriter:
                 snapshot_id=last.snapshot_id,
                 latency_ms=(time.monotonic() - started) * 1000,
             )
-        if written is None:  # the single pass planned the table before it wrote the files
-            plan = self.plan(rows.schema)
+        files = written
+        if files is None:  # the single pass planned the table before it wrote the files
+            if rows is None:
+                raise ValueError("a commit needs the batch's rows or its written files")
+            data = rows
+            plan = self.plan(data.schema)
             if plan.changes:
                 self.apply(plan)
+            if self.engine == "arrow":  # the batch's files are written once; every attempt appends them
+                files = self._write_files(data)
+                faults.reached("written")
         summary = marker.summary(self.pipeline_id)
-        # The Arrow writer writes the batch's files once; every attempt appends those same files.
-        files = written
-        if files is None and self.engine == "arrow":
-            files = self._write_files(rows)
-            faults.reached("written")
 
         def attempt(retry: int) -> SnapshotInfo:
             if retry > 0:
@@ -290,7 +296,7 @@ class TableWriter:
                 append_files(self.spark, table.java, files, summary)  # always a snapshot, files or not
             else:
                 table_schema = table.schema()
-                with_commit_properties(self.spark, summary, lambda: self._write(rows, table_schema))
+                with_commit_properties(self.spark, summary, lambda: self._write(data, table_schema))
             found = self._find(marker)
             if found is None and files is None:
                 # Spark's action committed nothing (a dynamic overwrite of no rows): the offsets still advance.
@@ -345,6 +351,19 @@ class TableWriter:
         internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
         data = modes.aligned(frame, schema, keep=internal)
         return sort_and_write(data, file_target(self.spark, table.java), replace(labels, carry=tuple(schema.names)))
+
+    def write_where_parsed(
+        self, frame: DataFrame, layout: Layout, *, pt: str | None, rules: list[Rule], persist: Any
+    ) -> ParsedBatch:
+        """The Arrow decoder's certified records written by the tasks that parse them (not committed).
+
+        ``frame`` is Kafka-shaped (:func:`~kafka_iceberg.decode.plan.kafka_frame`); the records
+        the tasks leave to Spark come back as a cached frame of the same shape
+        (:func:`~kafka_iceberg.write.certified.write_where_parsed`).
+        """
+        table = self._iceberg.refresh()
+        target = file_target(self.spark, table.java)
+        return write_where_parsed(frame, self.spec, layout, target, pt=pt, rules=rules, persist=persist)
 
     def _column(self, name: str, table_schema: StructType) -> str:
         for f in table_schema.fields:

@@ -1,0 +1,209 @@
+"""Certified records written where they are parsed: the Arrow decoder and the Arrow writer in one task.
+
+With ``source.decoder: arrow`` and the Arrow writer's single pass, a batch's records cross from
+Spark to Python once. Each task parses its Arrow batches with the Arrow decoder
+(:func:`~kafka_iceberg.decode.arrow.certify_batch`), builds the table's rows of the records it
+certifies and writes them as data files right there; only the records it did not certify go back
+to Spark, whose decoder and checks sort them as usual (:mod:`kafka_iceberg.checks.labels`).
+Without this, certified records went Python → Spark rows → Python again before being written,
+which cost about as much as parsing them (docs/benchmarks/results.md, "Decoders").
+
+It applies where a certified record needs nothing else from Spark: json, and flatten whose
+columns Arrow reads as their own type (long, int, double, boolean, string); expectations all in
+the SQL that :mod:`kafka_iceberg.checks.arrow_rules` translates; no ``include_headers`` (the
+headers map is built by Spark SQL). A certified record that misses a value the table or the JSON
+Schema requires, or violates a ``quarantine``, ``drop`` or ``fail`` rule, is left to Spark, which
+routes it as on every other path; a ``warn`` rule's violations are counted and written.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kafka_iceberg.checks.arrow_rules import Rule, holds
+from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch
+from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
+from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
+from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
+from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.write.arrow_files import SORTED_SCHEMA, FileTarget, WrittenFile, data_files
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+_LEFT = "left"  # a record the task did not certify, in the Kafka shape, for Spark's decoder
+_KAFKA_SHAPE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+
+def writes_where_parsed(spec: TableSpec, layout: Layout | None, rules: list[Rule | None]) -> bool:
+    """Whether the single pass writes ``spec``'s certified records in the task that parses them.
+
+    ``rules``: the table's expectations translated (:func:`~kafka_iceberg.checks.arrow_rules.translate`).
+    """
+    if layout is None or spec.source.include_headers or any(rule is None for rule in rules):
+        return False
+    if layout.fmt == "json":
+        return True
+    return layout.fmt == "flatten" and all(t in NATIVE_JSON_TYPES for _, t in layout.columns)
+
+
+@dataclass(frozen=True)
+class Part:
+    """What the task needs beside the layout and the target (pickled to Spark's Python workers)."""
+
+    part: str  # the payload column a json record's text goes to: ``value``, or ``key`` under mode key
+    pt: str | None  # the batch's ``pt`` value, None when the table has no ``pt`` column
+    rules: tuple[tuple[str, Rule], ...] = ()  # (on_violation, translated rule) of each expectation, in order
+
+
+# -- Python side (runs in Spark's Python workers) --------------------------------------------------
+def _rows(certified: pa.RecordBatch, layout: Layout, part: Part, names: list[str]) -> dict[str, pa.Array]:
+    """The table's columns (by name) of certified records; a column no record fills is all null."""
+    import pyarrow as pa
+
+    n = certified.num_rows
+    parsed = {name: certified.column(f"_ki_a{i}") for i, (name, _) in enumerate(layout.columns)}
+    out: dict[str, pa.Array] = {}
+    for name in names:
+        if name in KAFKA_COLUMNS:
+            out[name] = certified.column(name)
+        elif name == PT_COLUMN and part.pt is not None:
+            out[name] = pa.repeat(pa.scalar(part.pt, pa.string()), n)
+        elif layout.fmt == "json" and name == part.part:
+            out[name] = certified.column(layout.source).cast(pa.string())  # certified text is UTF-8
+        elif name in parsed:
+            out[name] = parsed[name]
+        else:
+            out[name] = pa.nulls(n)
+    return out
+
+
+def write_parsed(
+    batches: Iterator[pa.RecordBatch], layout: Layout, part: Part, target: FileTarget, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: certified records as data files, the others back in the Kafka shape.
+
+    Output rows follow SORTED_SCHEMA: one per data file (``file``), one with the counts of the
+    certified records (``stats``, plus ``left``: how many were not certified), one per record left
+    to Spark (``left``, in its Kafka columns).
+    """
+    import numpy as np
+    import pyarrow as pa
+    from pyiceberg.table.metadata import TableMetadataUtil
+
+    fields = TableMetadataUtil.parse_raw(target.metadata_json).schema().fields
+    required = [f.name for f in fields if f.required] + list(layout.required)
+    tables, left = [], []
+    certified_count, offsets = 0, []
+    violations = [0] * len(part.rules)
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        checked = certify_batch(batch, layout)
+        ok = checked.column(OK).to_numpy(zero_copy_only=False).astype(bool)
+        certified = checked.filter(pa.array(ok))
+        columns = _rows(certified, layout, part, [f.name for f in fields])
+        present = np.ones(certified.num_rows, dtype=bool)
+        for name in required:  # a missing required value is Spark's to explain
+            if name in columns:
+                present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
+        kept = present.copy()
+        verdicts = [holds(rule, columns, certified.num_rows) for _, rule in part.rules]
+        for (action, _), held in zip(part.rules, verdicts, strict=True):
+            if action != "warn":  # quarantine, drop and fail are Spark's to route
+                kept &= held
+        if not kept.all():
+            ok[np.flatnonzero(ok)[~kept]] = False
+            keep = pa.array(kept)
+            certified = certified.filter(keep)
+            columns = {name: column.filter(keep) for name, column in columns.items()}
+        warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
+        violations = [a + b for a, b in zip(violations, warned, strict=True)]
+        tables.append(pa.table(columns))
+        certified_count += certified.num_rows
+        offsets.append(arrow_offsets(certified))
+        if not ok.all():
+            left.append(batch.filter(pa.array(~ok)))
+
+    out: list[dict[str, Any]] = []
+    if certified_count:
+        out += [
+            {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
+            for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
+        ]
+    stats = {"in": certified_count, "decoded": certified_count, "violations": violations, "quarantined": 0}
+    stats["first"] = [None] * len(part.rules)  # a record violating a fail rule is left to Spark
+    stats |= {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: sum(b.num_rows for b in left)}
+    out.append({"kind": "stats", "stats": json.dumps(stats)})
+    yield pa.RecordBatch.from_pylist(out, schema=schema)
+    for batch in left:
+        yield _left_rows(batch, schema)
+
+
+def _left_rows(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Records left to Spark as SORTED_SCHEMA rows of kind ``left``: their Kafka columns, nothing else."""
+    import pyarrow as pa
+
+    n = batch.num_rows
+    source = {"key": KEY, "value": VALUE, "headers": HEADERS}
+    arrays = []
+    for f in schema:
+        if f.name == "kind":
+            arrays.append(pa.repeat(pa.scalar(_LEFT, pa.string()), n))
+        elif f.name in _KAFKA_SHAPE:
+            arrays.append(batch.column(source.get(f.name, f.name)).cast(f.type))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# -- Spark side ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ParsedBatch:
+    """What the job brought back: the certified records' files (not committed) and counts, and the rest."""
+
+    files: list[WrittenFile]
+    stats: dict[str, Any]  # checks.labels.merged_stats over the certified records, no rules
+    left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
+
+
+def write_where_parsed(
+    frame: DataFrame,
+    spec: TableSpec,
+    layout: Layout,
+    target: FileTarget,
+    *,
+    pt: str | None,
+    rules: list[Rule],
+    persist: Any,
+) -> ParsedBatch:
+    """Run :func:`write_parsed` over ``frame`` (:func:`~kafka_iceberg.decode.plan.kafka_frame`); one Spark job.
+
+    Its output is persisted: the records left to Spark are read from it by the next job.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    from kafka_iceberg.checks.labels import merged_stats
+
+    struct = _parse_datatype_string(SORTED_SCHEMA)
+    assert isinstance(struct, StructType)
+    actions = [e.on_violation for e in spec.expectations.values()]
+    part = Part(part=payload_part(spec)[0], pt=pt, rules=tuple(zip(actions, rules, strict=True)))
+    task = functools.partial(write_parsed, layout=layout, part=part, target=target, schema=to_arrow_schema(struct))
+    out = persist(frame.mapInArrow(task, struct))
+    head = out.where(f"kind <> '{_LEFT}'").collect()
+    files = [
+        WrittenFile(str(r["file_path"]), int(r["file_size"]), int(r["file_records"]), str(r["file_partition"]))
+        for r in head
+        if r["kind"] == "file"
+    ]
+    parts = [json.loads(r["stats"]) for r in head if r["kind"] == "stats"]
+    left = sum(int(p.pop(_LEFT)) for p in parts)
+    rest = out.where(f"kind = '{_LEFT}'").select(*_KAFKA_SHAPE) if left else None
+    return ParsedBatch(files, merged_stats(parts, len(rules)), rest)
