@@ -24,14 +24,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RECORDS = 300
 
 
-def _pipeline(ns: str, topic: str, errors_topic: str, engine: str = "auto") -> str:
+def _pipeline(ns: str, topic: str, errors_topic: str, engine: str = "auto", decoder: str = "auto") -> str:
     return f"""
 pipeline: crash
 catalog: lake
 tables:
   - name: events
     namespace: {ns}
-    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 100}}
+    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 100, decoder: {decoder}}}
     schema: {{columns: {{id: long}}}}
     schema_evolution: strict
     partition_window: none
@@ -41,22 +41,30 @@ tables:
 
 
 # Each case is about 3 minutes on a busy 2-core machine: the chaos test crashes at every point
-# for both readers; these pin the cause of issue 21, its direct-reader counterpart, and the Arrow
-# writer's own window (its files written, the commit not made).
+# for both readers (with the Arrow writer's single pass, so at ``written`` too); these pin the cause
+# of issue 21, its direct-reader counterpart, and the window of the Arrow decoder writing where it
+# parses (write/certified.py): the files of both of the batch's jobs written, the commit not made.
 @pytest.mark.parametrize(
-    ("reader", "point", "engine"),
-    [("spark", "committed", "auto"), ("direct", "published", "auto"), ("spark", "written", "arrow")],
+    ("reader", "point", "engine", "decoder"),
+    [
+        ("spark", "committed", "auto", "auto"),
+        ("direct", "published", "auto", "auto"),
+        ("spark", "written", "arrow", "arrow"),
+    ],
 )
-def test_a_crash_at_a_point_of_the_batch_then_a_restart_is_exactly_once(stack, lake, tmp_path, reader, point, engine):
+def test_a_crash_at_a_point_of_the_batch_then_a_restart_is_exactly_once(
+    stack, lake, tmp_path, reader, point, engine, decoder
+):
     ns, topic, errors_topic = unique("crash"), unique("crash_in"), unique("crash_errors")
     create_topic(stack.kafka_bootstrap, topic, partitions=2)
     values = [json.dumps({"id": i}) if i % 10 else f"bad {i}" for i in range(RECORDS)]
     for p in (0, 1):
         produce(stack.kafka_bootstrap, topic, [(None, v) for v in values[p::2]], partition=p)
-    path = project(tmp_path, _pipeline(ns, topic, errors_topic, engine), extra_env=reader_env(reader))
+    path = project(tmp_path, _pipeline(ns, topic, errors_topic, engine, decoder), extra_env=reader_env(reader))
     args = ("--pipeline", str(path), "--env", READERS[reader])
     crashed = entry_point("ingest-flatten", *args, stack_dir=stack.run_dir, extra_env={"KAFKA_ICEBERG_FAULT": point})
     assert crashed.returncode == -9, f"no crash at {point}: {crashed.returncode}\n{crashed.stderr[-3000:]}"
+    assert ("written where parsed" in crashed.stderr) == (decoder == "arrow")
     final = entry_point("ingest-flatten", *args, stack_dir=stack.run_dir)
     assert final.returncode == 0, final.stderr[-3000:]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,8 @@ from kafka_iceberg.write.arrow_files import SORTED_SCHEMA, FileTarget, WrittenFi
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
 
 _LEFT = "left"  # a record the task did not certify, in the Kafka shape, for Spark's decoder
 _KAFKA_SHAPE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
@@ -206,4 +209,6 @@ def write_where_parsed(
     parts = [json.loads(r["stats"]) for r in head if r["kind"] == "stats"]
     left = sum(int(p.pop(_LEFT)) for p in parts)
     rest = out.where(f"kind = '{_LEFT}'").select(*_KAFKA_SHAPE) if left else None
-    return ParsedBatch(files, merged_stats(parts, len(rules)), rest)
+    stats = merged_stats(parts, len(rules))
+    log.info("table %s: %d records written where parsed, %d left to Spark", spec.identifier, stats["in"], left)
+    return ParsedBatch(files, stats, rest)
