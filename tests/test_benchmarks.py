@@ -124,7 +124,7 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
         "stages": [{"stage": "expectations", "seconds": 2.0, "share": 0.67, "calls": 2, "spark_jobs": 2}],
     }
     entries = {}
-    data = [generated["flatten_small"], generated["binary_large"]]
+    data = [generated["flatten_small"], generated["binary_large"], generated["json_small"]]
     for ds, gen in data:
         entry = run.new_entry(ds, gen, "append")
         entry["framework"] = [attempt(4.0, 7.0, profile=profile), attempt(3.0, 6.0, profile=profile)]
@@ -137,6 +137,9 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
             entry["framework_spark_writer"] = [attempt(5.0, 8.0)]  # auto took the Arrow writer for flatten
             entry["framework_broker"] = [attempt(4.0, 8.0)]  # the same messages through Spark's Kafka source
             entry["baseline_a_broker"] = [attempt(2.5, 2.0)]
+        if "framework_spark_decoder" in entry:  # json: auto took the Arrow decoder; Spark's measured beside it
+            entry["framework_spark_decoder"] = [attempt(5.0, 8.0)]
+            entry["framework_spark_writer"] = [attempt(6.0, 9.0)]
         entry["baseline_b"] = [attempt(1.0, 0.9, records=gen.good_records, megabytes=0.1, peak_rss_mb=200.0)]
         entry["layout"] = {"framework": {"files_per_commit": 1.0, "avg_file_mb": 0.2}, "baseline_a": {}}
         entries[f"{ds.name}:append"] = entry
@@ -171,6 +174,9 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     assert ratios["arrow_vs_spark_writer_wall"] == pytest.approx(5.0 / 3.0, abs=1e-3)
     assert ratios["spark_writer_vs_a_wall"] == pytest.approx(2.0 / 5.0, abs=1e-3)
     assert "framework_arrow" not in back["runs"][1]["summary"]  # binary has one decoder
+    json_ratios = back["runs"][2]["summary"]["ratios"]  # auto (3 s) is the Arrow decoder, Spark's took 5 s
+    assert json_ratios["arrow_vs_spark_decoder_wall"] == pytest.approx(5.0 / 3.0, abs=1e-3)
+    assert json_ratios["spark_decoder_vs_a_wall"] == pytest.approx(2.0 / 5.0, abs=1e-3)
     # From the broker: (a) from Kafka took 2.5 s, the framework from Kafka 4 s, from the replay files 3 s
     assert ratios["broker_vs_a_wall"] == pytest.approx(2.5 / 4.0, abs=1e-3)
     assert ratios["broker_vs_replay_wall"] == pytest.approx(3.0 / 4.0, abs=1e-3)
@@ -178,6 +184,7 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     assert "framework_broker" not in back["runs"][1]["summary"]  # binary is measured from replay files only
     text = paths[1].read_text()
     assert "## Decoders: Spark" in text and "| flatten_small | " in text.split("## Decoders")[1]
+    assert "| json_small | " in text.split("## Decoders")[1]
     assert "| flatten_small | " in text.split("## Clean topics")[1].split("## From the broker")[0]
     assert "| flatten_small | 50 | 0.62 | 0.25 | 0.67 | 0.75 | 0.80 |" in text.split("## From the broker")[1]
     assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text

@@ -72,7 +72,7 @@ def test_skip_without_target_drops_and_counts(bad):
 @pytest.mark.parametrize("skip_error", [False, True])
 def test_quarantine_target_receives_the_records(spark, bad, skip_error):
     sink = RecordingQuarantine()
-    router = ErrorRouter(spec(skip_error=skip_error, quarantine_table="n.q"), quarantine=sink, spark=spark)
+    router = ErrorRouter(spec(skip_error=skip_error, quarantine_table="n.q"), quarantine=sink)
     result = router.route(bad, None, batch_id=4)
     assert (result.failed, result.skipped, result.quarantined) == (2, 0, 2)
     ((batch_id, rows),) = sink.batches

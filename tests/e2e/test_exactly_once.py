@@ -52,10 +52,8 @@ KILLS = int(os.environ.get("KAFKA_ICEBERG_CHAOS_KILLS", "8"))  # at least this m
 WRITER = os.environ.get("KAFKA_ICEBERG_CHAOS_WRITER", "auto")
 POINTS = ("publish", "published", "quarantined", "committed", *(("written",) if WRITER != "spark" else ()))
 SEED = int(os.environ.get("KAFKA_ICEBERG_CHAOS_SEED", str(random.randrange(1 << 30))))
-# `make test` (CI) runs the Spark reader, the one clusters and the local environment use; the direct
-# reader's dense-crash run (~5 more minutes, and an open duplicate, docs/reliability.md) is
-# `make chaos READER=direct`. Its crash recovery at a fixed point runs in test_crash_points.py.
-READERS_UNDER_TEST = os.environ.get("KAFKA_ICEBERG_CHAOS_READERS", "spark").split(",")
+# `make test` (CI) runs one seed per reader; `make chaos` many (tests/e2e/chaos.py).
+READERS_UNDER_TEST = os.environ.get("KAFKA_ICEBERG_CHAOS_READERS", "spark,direct").split(",")
 
 
 def payload(topic_index, partition, i):

@@ -226,3 +226,42 @@ def test_the_arrow_writers_single_pass_runs_one_spark_job_per_batch(spark, files
         assert jobs == 1
     else:
         assert jobs >= 3
+
+
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_decoder_auto_writes_json_where_it_parses_it_and_remembers_where_it_cannot(
+    spark, files_catalog, caplog, monkeypatch, include_headers
+):
+    """Issue 20: ``decoder: auto`` is the Arrow decoder where the single pass writes what it parses.
+
+    With ``include_headers`` the headers map is Spark SQL's to build, so Arrow cannot write the rows:
+    the first batch's decode is planned again for Spark's decoder, and later batches go straight to it.
+    """
+    from kafka_iceberg.run import batch as batch_module
+
+    decoders: list[str | None] = []
+    decode = batch_module.decode
+
+    def traced(*args: Any, decoder: str | None = None, **kwargs: Any) -> Any:
+        decoders.append(decoder)
+        return decode(*args, decoder=decoder, **kwargs)
+
+    monkeypatch.setattr(batch_module, "decode", traced)
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    source = {"topics": ["t"], "format": "json", "include_headers": include_headers}
+    table = spec(ns, source=source, schema=None, expectations={}, write={"engine": "arrow"})
+    processor = BatchProcessor(spark, "unit", table, files_catalog)
+    caplog.set_level("INFO", logger="kafka_iceberg")
+    for batch_id in (0, 1, 2):
+        messages = [Msg(m.key, m.value, offset=batch_id * len(MESSAGES) + i) for i, m in enumerate(MESSAGES)]
+        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
+        report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: (batch_id + 1) * 5}})
+        assert (report.records_in, report.records_written, report.records_quarantined) == (5, 4, 1)
+    values = sorted(r["value"] for r in spark.table(f"{files_catalog}.{ns}.events").collect())
+    assert values == sorted([m.value for m in MESSAGES if m.value != "not json"] * 3)
+    where_parsed = [r for r in caplog.records if "written where parsed" in r.getMessage()]
+    # Decode plans are kept per table schema: the first batch's (no table yet) and the later ones'.
+    if include_headers:
+        assert not where_parsed and decoders == ["arrow", "spark", "arrow", "spark", None]
+    else:  # Spark's decoder: the record Arrow did not certify, in each batch
+        assert len(where_parsed) == 3 and decoders == ["arrow", "spark", "arrow", "spark", "spark"]

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
 from kafka_iceberg.errors import RecordError
-from kafka_iceberg.records import COORDINATES, ERROR_COLUMNS, ERROR_SCHEMA_DDL
+from kafka_iceberg.records import COORDINATES
 from kafka_iceberg.spec.model import TableSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, Row
 
 
 class QuarantineTarget(Protocol):
@@ -49,7 +49,6 @@ class ErrorRouter:
     spec: TableSpec
     publisher: ErrorTopicPublisher | None = None
     quarantine: QuarantineTarget | None = None
-    spark: SparkSession | None = None  # turns rows on the driver into a DataFrame for the quarantine table
 
     def route(
         self,
@@ -102,22 +101,21 @@ class ErrorRouter:
             error_offsets=offsets,
         )
 
-    def _together(self, parts: list[DataFrame | list[Row]]) -> DataFrame | list[Row]:
-        """One input for the quarantine table: rows on the driver stay there; else one DataFrame."""
-        on_driver = [p for p in parts if isinstance(p, list)]
-        if len(on_driver) == len(parts):
-            return [r for p in on_driver for r in p]
-        frames = [self._frame(p) for p in parts]
+    @staticmethod
+    def _together(parts: list[DataFrame | list[Row]]) -> DataFrame | list[Row]:
+        """One input for the quarantine table: rows on the driver stay there, DataFrames are unioned.
+
+        A batch's errors and quarantined records come the same way: both on the driver (the single
+        pass) or both as DataFrames (step by step).
+        """
+        if all(isinstance(p, list) for p in parts):
+            return [r for p in parts for r in p]  # type: ignore[union-attr]
+        frames = [p for p in parts if not isinstance(p, list)]
+        assert len(frames) == len(parts), "a batch's bad records come all on the driver or all as DataFrames"
         frame = frames[0]
         for other in frames[1:]:
             frame = frame.unionByName(other)
         return frame
-
-    def _frame(self, rows: DataFrame | list[Row]) -> DataFrame:
-        if not isinstance(rows, list):
-            return rows
-        assert self.spark is not None, "error rows on the driver need the router's Spark session"
-        return self.spark.createDataFrame([tuple(r[c] for c in ERROR_COLUMNS) for r in rows], ERROR_SCHEMA_DDL)
 
 
 def _count(rows: DataFrame | list[Row]) -> int:

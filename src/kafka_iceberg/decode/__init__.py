@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from kafka_iceberg.decode.arrow import Layout, decode_with_arrow, layout_for, uses_arrow
 from kafka_iceberg.decode.csv import csv_plan
@@ -126,7 +126,7 @@ def decode(
     flush_time: datetime,
     known_columns: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
-    spark_only: bool = False,
+    decoder: Literal["spark", "arrow"] | None = None,
 ) -> Decoded:
     """Decode a Kafka-shaped DataFrame with the table spec's format and mode.
 
@@ -139,8 +139,9 @@ def decode(
         known_columns: the existing table's payload columns (name → canonical type); their
             types win over the declared schema and over inference.
         base_dir: directory that a relative ``schema.json_schema`` path is resolved against.
-        spark_only: decode with the Spark decoder whatever ``source.decoder`` says (the records
-            the Arrow decoder already left to it).
+        decoder: the decoder to use in place of ``source.decoder``: ``spark`` for the records the
+            Arrow decoder already left to it, ``arrow`` where the single pass resolves ``auto`` to it
+            (``run/batch.py``); the Arrow decoder still applies only where it can.
 
     Returns:
         Rows, error rows and (flatten) new columns.
@@ -183,9 +184,9 @@ def decode(
     pt = pt_value(spec.partition_window, flush_time)
     parsed: DataFrame | None = None
     layout: Layout | None = None
-    if uses_arrow(spec) and not spark_only:
+    if uses_arrow(spec, decoder):
         layout = layout_for(spec, arrow_columns, required)
-        outcome, parsed = decode_with_arrow(frame, spec, plan, arrow_columns=arrow_columns, required=required)
+        outcome, parsed = decode_with_arrow(frame, spec, plan, layout)
     else:
         outcome = outcome_of(frame, plan)
     include_headers = spec.source.include_headers

@@ -50,6 +50,11 @@ _FINAL = "_ki_ok"  # ... and Spark's conversion of the text columns too
 # cheaper per core than Spark's JSON parser, but moving each batch to Python and back costs
 # about as much again.
 AUTO_ARROW: frozenset[str] = frozenset()
+# The formats ``decoder: auto`` decodes with Arrow where the Arrow writer's single pass writes the
+# records it certifies in the task that parses them (write/certified.py), so that they never become
+# Spark rows: json measured 1.11-1.32x the Spark decoder's whole run there (docs/benchmarks/results.md,
+# "Decoders"). Flatten qualifies only with native column types, which no benchmark dataset has yet.
+AUTO_ARROW_WHERE_PARSED = frozenset({"json"})
 MAX_BYTES = 1 << 20
 # Column types Arrow's JSON reader converts exactly as the Spark decoder does; the rest are
 # read as JSON strings and converted by Spark.
@@ -86,9 +91,12 @@ class Layout:
         )
 
 
-def uses_arrow(spec: TableSpec) -> bool:
-    """Whether the table is decoded by the Arrow decoder (text and binary have nothing to parse)."""
-    fmt, decoder = spec.source.format, spec.source.decoder
+def uses_arrow(spec: TableSpec, decoder: str | None = None) -> bool:
+    """Whether the table is decoded by the Arrow decoder (text and binary have nothing to parse).
+
+    ``decoder``: ``spark`` or ``arrow`` in place of ``source.decoder`` (the single pass's choice for ``auto``).
+    """
+    fmt, decoder = spec.source.format, decoder or spec.source.decoder
     if fmt not in ("json", "flatten", "csv") or arrow_decoder_unsupported(spec) is not None:
         return False
     return decoder == "arrow" or (decoder == "auto" and fmt in AUTO_ARROW)
@@ -114,11 +122,9 @@ def decode_with_arrow(
     frame: DataFrame,
     spec: TableSpec,
     plan: Plan,
-    *,
-    arrow_columns: dict[str, str],
-    required: set[str],
+    layout: Layout,
 ) -> tuple[DataFrame, DataFrame]:
-    """(outcome, parsed): certified records decoded by Arrow, the rest by ``plan``.
+    """(outcome, parsed): certified records decoded by Arrow (``layout``), the rest by ``plan``.
 
     ``outcome`` has the shape of the Spark decoder's (:func:`~kafka_iceberg.decode.plan.outcome_of`)
     for every record, so rows and error rows are split from it the same way. Persist ``parsed``
@@ -128,7 +134,6 @@ def decode_with_arrow(
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, StructField, StructType, _parse_datatype_string
 
-    layout = layout_for(spec, arrow_columns)
     names = [f"_ki_a{i}" for i in range(len(layout.columns))]
     fields = [
         StructField(n, _parse_datatype_string(layout.spark_type(t)))
@@ -149,7 +154,7 @@ def decode_with_arrow(
             checks.append(converted_ok(column, values[name], col_type))
         else:
             values[name] = column
-    checks += [f"{values[name]} IS NOT NULL" for name in sorted(required) if name in values]
+    checks += [f"{values[name]} IS NOT NULL" for name in layout.required if name in values]
     if converted:
         parsed = parsed.select("*", *converted)
     parsed = parsed.select("*", F.expr(" AND ".join(f"coalesce({c}, false)" for c in checks)).alias(_FINAL))

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from kafka_iceberg import faults
 from kafka_iceberg.checks import ErrorRouter, apply_expectations, write_rejections
@@ -24,6 +24,7 @@ from kafka_iceberg.checks.expectations import violation
 from kafka_iceberg.checks.labels import Labels, check_columns, merged_stats
 from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import Decoded, decode, discovers_columns, pt_value
+from kafka_iceberg.decode.arrow import AUTO_ARROW_WHERE_PARSED
 from kafka_iceberg.decode.plan import kafka_frame
 from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.errors import ConfigError, summary
@@ -117,6 +118,8 @@ class BatchProcessor:
     _offsets: Offsets = field(default_factory=dict, init=False)  # the stream's last committed source offsets
     # What writing certified records where they are parsed needs, per table schema (its payload columns).
     _where_parsed: dict[tuple[tuple[str, str], ...], _WhereParsed] = field(default_factory=dict, init=False)
+    # The table schemas where ``decoder: auto`` found that the Arrow decoder cannot write where it parses.
+    _spark_decodes: set[tuple[tuple[str, str], ...]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
@@ -151,7 +154,7 @@ class BatchProcessor:
             if self.spec.errors.quarantine_table
             else None
         )
-        return ErrorRouter(self.spec, publisher=self.publisher, quarantine=quarantine, spark=self.spark)
+        return ErrorRouter(self.spec, publisher=self.publisher, quarantine=quarantine)
 
     def process(
         self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets | None = None, lag: int | None = None
@@ -323,24 +326,43 @@ class BatchProcessor:
             raw = persist(raw)  # read twice: once to find the new columns, once to decode
         flush_time = self.clock()
         known = _known(table_schema)
-        shape = self._where_parsed.get(tuple((known or {}).items()))
+        schema_key = tuple((known or {}).items())
+        shape = self._where_parsed.get(schema_key)
         if shape is not None:
             self._apply_plan(shape.schema)
             written = self._write_where_parsed(
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, shape.labels, None
-        decoded = decode(raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir)
+        # decoder: auto tries the Arrow decoder where it may write what it parses, and remembers
+        # per table schema where it may not (its decode plan is then rebuilt for Spark's decoder).
+        source = self.spec.source
+        auto_arrow = (
+            source.decoder == "auto"
+            and source.format in AUTO_ARROW_WHERE_PARSED
+            and schema_key not in self._spark_decodes
+        )
+        decoder: Literal["arrow"] | None = "arrow" if auto_arrow else None
+        decoded = decode(
+            raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder=decoder
+        )
         labelled, labels, rows = self._labelled(decoded, table_schema)
         self._apply_plan(rows.schema)
         rules = self._arrow_rules(rows) if decoded.layout is not None else []
         if decoded.layout is not None and writes_where_parsed(self.spec, decoded.layout, rules):
             shape = _WhereParsed(decoded.layout, rows.schema, labels, [r for r in rules if r is not None])
-            self._where_parsed[tuple((known or {}).items())] = shape
+            self._where_parsed[schema_key] = shape
             written = self._write_where_parsed(
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, labels, rows
+        if auto_arrow:
+            self._spark_decodes.add(schema_key)
+            if decoded.layout is not None:
+                decoded = decode(
+                    raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder="spark"
+                )
+                labelled, labels, rows = self._labelled(decoded, table_schema)
         if decoded.parsed is not None:
             persist(decoded.parsed)  # the Arrow decoder's pass, read by both its certified and its other records
         return self.writer.write_sorted(labelled, labels), labels, rows
@@ -369,7 +391,7 @@ class BatchProcessor:
         if parsed.left is None:
             return SortedBatch(parsed.files, [], [], parsed.stats)
         rest = decode(
-            parsed.left, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, spark_only=True
+            parsed.left, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder="spark"
         )
         written = self.writer.write_sorted(self._labelled(rest, table_schema)[0], shape.labels)
         stats = merged_stats([parsed.stats, written.stats], len(shape.labels.rules))

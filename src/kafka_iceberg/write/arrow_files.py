@@ -33,6 +33,7 @@ from kafka_iceberg.spec.model import TableSpec
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.types import StructType
 
 FILE_SCHEMA = "path string, size long, records long, partition string"
 # What a task of the single pass returns (write_sorted): files, records leaving the table, counts.
@@ -234,6 +235,25 @@ def write_frame(rows: DataFrame, target: FileTarget) -> list[WrittenFile]:
     return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["partition"])) for r in written]
 
 
+def sorted_schema() -> tuple[StructType, pa.Schema]:
+    """SORTED_SCHEMA in Spark's and in Arrow's terms: a single-pass task's output."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    struct = _parse_datatype_string(SORTED_SCHEMA)
+    assert isinstance(struct, StructType)
+    return struct, to_arrow_schema(struct)
+
+
+def written_files(rows: list[Row]) -> list[WrittenFile]:
+    """The data files among a single-pass job's output rows (``kind`` ``file``)."""
+    return [
+        WrittenFile(str(r["file_path"]), int(r["file_size"]), int(r["file_records"]), str(r["file_partition"]))
+        for r in rows
+        if r["kind"] == "file"
+    ]
+
+
 @dataclass(frozen=True)
 class SortedBatch:
     """What the single pass's job brought back: files written (not committed), records leaving the table, counts."""
@@ -249,18 +269,11 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels) -> Sort
     import functools
 
     from pyspark.sql import Row
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
 
-    struct = _parse_datatype_string(SORTED_SCHEMA)
-    assert isinstance(struct, StructType)
-    task = functools.partial(write_sorted, target=target, labels=labels, schema=to_arrow_schema(struct))
+    struct, arrow = sorted_schema()
+    task = functools.partial(write_sorted, target=target, labels=labels, schema=arrow)
     out = frame.mapInArrow(task, struct).collect()
-    files = [
-        WrittenFile(str(r["file_path"]), int(r["file_size"]), int(r["file_records"]), str(r["file_partition"]))
-        for r in out
-        if r["kind"] == "file"
-    ]
+    files = written_files(out)
     kept = {
         kind: [Row(**{c: r[c] for c in ERROR_COLUMNS}) for r in out if r["kind"] == kind]
         for kind in ("error", "quarantine")

@@ -31,7 +31,7 @@ from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
 from kafka_iceberg.spec.model import TableSpec
-from kafka_iceberg.write.arrow_files import SORTED_SCHEMA, FileTarget, WrittenFile, data_files
+from kafka_iceberg.write.arrow_files import FileTarget, WrittenFile, data_files, sorted_schema, written_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -171,7 +171,7 @@ class ParsedBatch:
     """What the job brought back: the certified records' files (not committed) and counts, and the rest."""
 
     files: list[WrittenFile]
-    stats: dict[str, Any]  # checks.labels.merged_stats over the certified records, no rules
+    stats: dict[str, Any]  # checks.labels.merged_stats of the certified records written (warn violations counted)
     left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
 
 
@@ -189,23 +189,15 @@ def write_where_parsed(
 
     Its output is persisted: the records left to Spark are read from it by the next job.
     """
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
     from kafka_iceberg.checks.labels import merged_stats
 
-    struct = _parse_datatype_string(SORTED_SCHEMA)
-    assert isinstance(struct, StructType)
+    struct, arrow = sorted_schema()
     actions = [e.on_violation for e in spec.expectations.values()]
     part = Part(part=payload_part(spec)[0], pt=pt, rules=tuple(zip(actions, rules, strict=True)))
-    task = functools.partial(write_parsed, layout=layout, part=part, target=target, schema=to_arrow_schema(struct))
+    task = functools.partial(write_parsed, layout=layout, part=part, target=target, schema=arrow)
     out = persist(frame.mapInArrow(task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()
-    files = [
-        WrittenFile(str(r["file_path"]), int(r["file_size"]), int(r["file_records"]), str(r["file_partition"]))
-        for r in head
-        if r["kind"] == "file"
-    ]
+    files = written_files(head)
     parts = [json.loads(r["stats"]) for r in head if r["kind"] == "stats"]
     left = sum(int(p.pop(_LEFT)) for p in parts)
     rest = out.where(f"kind = '{_LEFT}'").select(*_KAFKA_SHAPE) if left else None
