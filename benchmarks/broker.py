@@ -31,7 +31,10 @@ def load_topic(bootstrap: str, ds: Dataset, gen: Generated) -> int:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(ds.topic, num_partitions=PARTITIONS, replication_factor=1)]).values():
+    # The messages keep the dataset's timestamps (January 2026): under the broker's default 7-day
+    # retention, its next retention check (every 5 minutes) would delete them in the middle of a run.
+    topic = NewTopic(ds.topic, num_partitions=PARTITIONS, replication_factor=1, config={"retention.ms": "-1"})
+    for future in admin.create_topics([topic]).values():
         future.result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     failed: list[str] = []

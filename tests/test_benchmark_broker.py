@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 from benchmarks import broker, datagen
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.kafka import consume_all
 
@@ -25,3 +26,7 @@ def test_a_loaded_topic_holds_the_replay_files_messages_where_they_were(stack_st
     found = [(r.partition, r.offset, r.key, r.value, r.timestamp_ms) for r in consume_all(bootstrap, ds.topic)]
     assert found == expected
     assert {p for p, *_ in found} == set(range(datagen.PARTITIONS))
+    # Kept whatever their age: the broker's retention would delete January's messages mid-run.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (described,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, ds.topic)]).values()
+    assert described.result(timeout=30)["retention.ms"].value == "-1"

@@ -113,6 +113,44 @@ def test_a_bad_record_costs_only_itself(run, fmt, bad):
         assert len(wrong) == len(bad)
 
 
+def test_a_bad_record_far_into_a_batch_is_reparsed_with_part_of_its_block_only(monkeypatch):
+    """JSON is read in blocks and the blocks before a failing one are kept: the rows a failed read
+    throws away are at most those of the bad record's block, not everything before it."""
+    from kafka_iceberg.decode import arrow
+
+    rng = random.Random(3)
+    values = [flat_doc(rng, i) for i in range(4000)]  # about 0.6 MB: ten blocks and more
+    bad = [700, 1900, 1901, 3500]
+    for i in bad:
+        values[i] = values[i].replace(b'":', b'" ', 1)  # braces intact: only the parse finds it
+    thrown_away: list[int] = []
+    reader_of = arrow._reader
+
+    def counting(layout: Layout) -> Any:
+        read = reader_of(layout)
+
+        def counted(buffer: pa.Buffer) -> Any:
+            try:
+                return read(buffer)
+            except Exception as exc:  # the rows read before the bad one that the caller cannot keep
+                match = arrow._ROW.search(str(getattr(exc, "cause", exc)))
+                kept = exc.rows if isinstance(exc, arrow._PartialParse) else 0
+                thrown_away.append(int(match.group(1)) if match else 0)
+                assert kept >= 0
+                raise
+
+        return counted
+
+    monkeypatch.setattr(arrow, "_reader", counting)
+    batch = pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
+    checked = certify_batch(batch, Layout(fmt="json", source="value"))
+    ok = checked.column(arrow.OK).to_pylist()
+    assert [i for i, v in enumerate(ok) if not v] == bad
+    per_block = arrow._JSON_BLOCK // min(len(v) for v in values) + 1
+    assert thrown_away and max(thrown_away) <= per_block, thrown_away
+    assert sum(thrown_away) < len(values) // 4  # one read in a single block threw away 700 + 1200 + ...
+
+
 def test_nested_values_in_string_columns_are_left_to_spark(run):
     """Spark writes a nested value as Jackson re-serialises it; Arrow cannot reproduce that text."""
     spec = table(

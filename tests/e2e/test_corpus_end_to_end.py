@@ -280,7 +280,7 @@ BATCH = 90  # records per batch: the corpus and the generated messages span two 
 def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decoder_and_writer(
     tmp_path, lake, stack, fmt, monkeypatch
 ):
-    """Issue 20: the Arrow decoder with the Arrow writer (json's default) writes the records it certifies in the task
+    """Issue 20: ``decoder: arrow`` with the Arrow writer writes the records it certifies in the task
     that parses them (write/certified.py) and leaves the rest to Spark's decoder; value for value the
     same rows and error rows as Spark's decoder and writer, on the corpus and generated batches."""
     from kafka_iceberg.write import certified, writer
@@ -307,8 +307,7 @@ def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decode
     settings: dict[str, Any] = {"expectations": expectations}
     if fmt == "flatten":
         settings["schema_evolution"] = "strict"  # what the Arrow decoder needs
-    # json: the defaults (decoder and writer ``auto``) choose this path; flatten asks for it.
-    runs = {"spark": ("spark", "spark"), "parsed": ("auto", "auto") if fmt == "json" else ("arrow", "arrow")}
+    runs = {"spark": ("spark", "spark"), "parsed": ("arrow", "arrow")}
     outs = {
         name: run_messages(
             tmp_path / name,

@@ -229,13 +229,15 @@ def test_the_arrow_writers_single_pass_runs_one_spark_job_per_batch(spark, files
 
 
 @pytest.mark.parametrize("include_headers", [False, True])
-def test_decoder_auto_writes_json_where_it_parses_it_and_remembers_where_it_cannot(
+def test_decoder_auto_writes_json_where_it_parses_it_and_backs_off_where_it_does_not_pay(
     spark, files_catalog, caplog, monkeypatch, include_headers
 ):
     """Issue 20: ``decoder: auto`` is the Arrow decoder where the single pass writes what it parses.
 
-    With ``include_headers`` the headers map is Spark SQL's to build, so Arrow cannot write the rows:
-    the first batch's decode is planned again for Spark's decoder, and later batches go straight to it.
+    A batch with a record Arrow leaves to Spark's decoder takes a second job: the batches after it
+    take Spark's decoder. With ``include_headers`` the headers map is Spark SQL's to build, so
+    Arrow cannot write the rows: the first batch against each table schema is planned again for
+    Spark's decoder, and later ones go straight to it.
     """
     from kafka_iceberg.run import batch as batch_module
 
@@ -252,16 +254,20 @@ def test_decoder_auto_writes_json_where_it_parses_it_and_remembers_where_it_cann
     table = spec(ns, source=source, schema=None, expectations={}, write={"engine": "arrow"})
     processor = BatchProcessor(spark, "unit", table, files_catalog)
     caplog.set_level("INFO", logger="kafka_iceberg")
-    for batch_id in (0, 1, 2):
-        messages = [Msg(m.key, m.value, offset=batch_id * len(MESSAGES) + i) for i, m in enumerate(MESSAGES)]
-        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
-        report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: (batch_id + 1) * 5}})
-        assert (report.records_in, report.records_written, report.records_quarantined) == (5, 4, 1)
+    clean = [m for m in MESSAGES if m.value != "not json"]
+    batches, offset = [clean, clean, MESSAGES, clean], 0
+    for batch_id, messages in enumerate(batches):
+        numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
+        offset += len(messages)
+        raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
+        report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+        bad = len(messages) - len(clean)
+        assert (report.records_in, report.records_written, report.records_quarantined) == (len(messages), 4, bad)
     values = sorted(r["value"] for r in spark.table(f"{files_catalog}.{ns}.events").collect())
-    assert values == sorted([m.value for m in MESSAGES if m.value != "not json"] * 3)
+    assert values == sorted([m.value for m in clean] * len(batches))
     where_parsed = [r for r in caplog.records if "written where parsed" in r.getMessage()]
     # Decode plans are kept per table schema: the first batch's (no table yet) and the later ones'.
     if include_headers:
-        assert not where_parsed and decoders == ["arrow", "spark", "arrow", "spark", None]
-    else:  # Spark's decoder: the record Arrow did not certify, in each batch
-        assert len(where_parsed) == 3 and decoders == ["arrow", "spark", "arrow", "spark", "spark"]
+        assert not where_parsed and decoders == ["arrow", "spark", "arrow", "spark", None, None]
+    else:  # the third batch's bad record went to Spark's decoder; the fourth batch backed off
+        assert len(where_parsed) == 3 and decoders == ["arrow", "arrow", "spark", None]

@@ -9,8 +9,9 @@ records. A record is certified when Arrow parsed it and it is not near any edge 
 parsers could disagree (the pre-checks below). Every other record — bad, unusual or merely
 uncertain — is decoded by the Spark decoder, so error rows and reasons have one implementation.
 A buffer Arrow cannot parse as a whole is split around the row its error names (or in halves
-when it names none) until the records it cannot parse are isolated, so a bad record costs about
-one extra parse of its neighbourhood, not the batch.
+when it names none) until the records it cannot parse are isolated. JSON is read in blocks of
+``_JSON_BLOCK`` bytes and the blocks read before a failing one are kept, so a bad record costs
+one extra parse of part of its block, not of everything before it.
 
 What is certified (everything else takes the Spark path):
 - json: one JSON object per message, written without surrounding whitespace, without line
@@ -52,9 +53,14 @@ _FINAL = "_ki_ok"  # ... and Spark's conversion of the text columns too
 AUTO_ARROW: frozenset[str] = frozenset()
 # The formats ``decoder: auto`` decodes with Arrow where the Arrow writer's single pass writes the
 # records it certifies in the task that parses them (write/certified.py), so that they never become
-# Spark rows: json measured 1.11-1.32x the Spark decoder's whole run there (docs/benchmarks/results.md,
-# "Decoders"). Flatten qualifies only with native column types, which no benchmark dataset has yet.
+# Spark rows: json measured 1.04-1.26x the Spark decoder's whole run there on clean topics
+# (docs/decode.md, "Measured"). Flatten qualifies only with native column types, which no
+# benchmark dataset has yet.
 AUTO_ARROW_WHERE_PARSED = frozenset({"json"})
+# Batches ``auto`` decodes with Spark's decoder after one whose records Arrow did not all certify
+# (bad records, or ones it leaves to Spark): such a batch takes a second, small Spark job, and on
+# topics with 0.5 % bad records that made whole runs 0.77-0.93x Spark's decoder.
+AUTO_ARROW_BACKOFF = 10
 MAX_BYTES = 1 << 20
 # Column types Arrow's JSON reader converts exactly as the Spark decoder does; the rest are
 # read as JSON strings and converted by Spark.
@@ -62,6 +68,9 @@ NATIVE_JSON_TYPES = ("long", "int", "double", "boolean", "string")
 _JSON_SUSPECT = r"[\x00-\x08\x0a-\x1f]|NaN|Infinity"
 _JACKSON_LIMIT = 1000  # Spark 3.5's Jackson refuses longer numbers and deeper nesting
 _MAX_FAILURES = 8  # failed parses per batch (plus one per 100 records) before the rest goes to Spark
+# JSON read block: what a parse failure costs again. At the benchmark's 0.25 % unparsable records
+# (a few hundred KB apart), reading a span in one block re-parsed about all of it once more.
+_JSON_BLOCK = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -294,6 +303,18 @@ def _invalid_utf8(values: pa.Array) -> Any:
 _ROW = re.compile(r" in row (\d+)$")
 
 
+class _PartialParse(Exception):
+    """A parse that failed after reading its first ``rows`` rows (``table``, ``ok``); ``cause`` says where."""
+
+    def __init__(self, table: pa.Table, ok: Any, cause: Exception):
+        super().__init__(str(cause))
+        self.table, self.ok, self.cause = table, ok, cause
+
+    @property
+    def rows(self) -> int:
+        return int(self.table.num_rows)
+
+
 @dataclass(frozen=True)
 class Span:
     """Candidates ``lo`` to ``hi``: their parse (one row each) and which rows passed, or None."""
@@ -336,6 +357,11 @@ def _parse(candidates: pa.Array, layout: Layout) -> list[Span]:
         bad_row: int | None = None
         try:
             table, ok = reader(data.slice(int(starts[lo]), int(ends[hi - 1] - starts[lo])))
+        except _PartialParse as partial:  # the blocks before the failing one are read: keep them
+            table, ok, match = None, None, _ROW.search(str(partial.cause))
+            if match and partial.rows > 0 and partial.rows + int(match.group(1)) < hi - lo:
+                out.append(Span(lo, lo + partial.rows, partial.table, partial.ok))
+                lo, bad_row = lo + partial.rows, int(match.group(1))  # the row counts from its block
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             table, ok, match = None, None, _ROW.search(str(exc))
             bad_row = int(match.group(1)) if match else None
@@ -406,8 +432,23 @@ def _reader(layout: Layout) -> Any:
     options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer" if strict else "ignore")
 
     def read_json(buffer: pa.Buffer) -> tuple[pa.Table, Any]:
-        read = pjson.ReadOptions(use_threads=False, block_size=buffer.size + 1)  # one block: rows count from 0
-        table = pjson.read_json(pa.BufferReader(buffer), read_options=read, parse_options=options)
+        # Blocks one after the other: an error's row counts from the start of its block.
+        read = pjson.ReadOptions(use_threads=False, block_size=_JSON_BLOCK)
+        batches: list[pa.RecordBatch] = []
+        try:
+            for batch in pjson.open_json(pa.BufferReader(buffer), read_options=read, parse_options=options):
+                batches.append(batch)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            if not batches:
+                raise
+            try:
+                table, ok = checked(pa.Table.from_batches(batches))
+            except pa.ArrowInvalid:
+                raise exc from None
+            raise _PartialParse(table, ok, exc) from exc
+        return checked(pa.Table.from_batches(batches, schema=schema) if not batches else pa.Table.from_batches(batches))
+
+    def checked(table: pa.Table) -> tuple[pa.Table, Any]:
         ok = np.ones(table.num_rows, dtype=bool)
         extra = [table.column(i) for i in range(len(layout.columns), table.num_columns)]
         if any(pa.types.is_null(column.type) for column in extra):

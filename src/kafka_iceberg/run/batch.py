@@ -24,7 +24,7 @@ from kafka_iceberg.checks.expectations import violation
 from kafka_iceberg.checks.labels import Labels, check_columns, merged_stats
 from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import Decoded, decode, discovers_columns, pt_value
-from kafka_iceberg.decode.arrow import AUTO_ARROW_WHERE_PARSED
+from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED
 from kafka_iceberg.decode.plan import kafka_frame
 from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.errors import ConfigError, summary
@@ -120,6 +120,7 @@ class BatchProcessor:
     _where_parsed: dict[tuple[tuple[str, str], ...], _WhereParsed] = field(default_factory=dict, init=False)
     # The table schemas where ``decoder: auto`` found that the Arrow decoder cannot write where it parses.
     _spark_decodes: set[tuple[tuple[str, str], ...]] = field(default_factory=set, init=False)
+    _spark_batches: int = field(default=0, init=False)  # batches ``decoder: auto`` gives Spark's decoder next
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
@@ -327,18 +328,26 @@ class BatchProcessor:
         flush_time = self.clock()
         known = _known(table_schema)
         schema_key = tuple((known or {}).items())
-        shape = self._where_parsed.get(schema_key)
+        # decoder: auto tries the Arrow decoder where it may write what it parses, and remembers
+        # per table schema where it may not (its decode plan is then rebuilt for Spark's decoder).
+        # A batch that left records to Spark's decoder took a second job, which made whole runs
+        # slower than Spark's decoder alone (docs/decode.md, "Measured"): the next batches take
+        # Spark's decoder, then Arrow is tried again.
+        source = self.spec.source
+        auto = source.decoder == "auto"
+        backing_off = auto and self._spark_batches > 0
+        if backing_off:
+            self._spark_batches -= 1
+        shape = None if backing_off else self._where_parsed.get(schema_key)
         if shape is not None:
             self._apply_plan(shape.schema)
             written = self._write_where_parsed(
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, shape.labels, None
-        # decoder: auto tries the Arrow decoder where it may write what it parses, and remembers
-        # per table schema where it may not (its decode plan is then rebuilt for Spark's decoder).
-        source = self.spec.source
         auto_arrow = (
-            source.decoder == "auto"
+            auto
+            and not backing_off
             and source.format in AUTO_ARROW_WHERE_PARSED
             and schema_key not in self._spark_decodes
         )
@@ -390,6 +399,8 @@ class BatchProcessor:
         )
         if parsed.left is None:
             return SortedBatch(parsed.files, [], [], parsed.stats)
+        if self.spec.source.decoder == "auto":
+            self._spark_batches = AUTO_ARROW_BACKOFF
         rest = decode(
             parsed.left, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder="spark"
         )
