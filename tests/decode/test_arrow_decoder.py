@@ -151,6 +151,21 @@ def test_a_bad_record_far_into_a_batch_is_reparsed_with_part_of_its_block_only(m
     assert sum(thrown_away) < len(values) // 4  # one read in a single block threw away 700 + 1200 + ...
 
 
+def test_a_failing_block_after_blocks_that_cannot_be_kept_marks_no_innocent_record():
+    """A parse error names its row from the start of its block. When the blocks before it cannot be
+    kept (here a key holding only null in the first block), that row must not be read as a row of
+    the whole buffer: only the bad record and the one with the unknown key are left to Spark."""
+    from kafka_iceberg.decode import arrow
+
+    values = [json.dumps({"id": i, "name": "x" * 150}).encode() for i in range(3000)]  # several blocks
+    values[5] = json.dumps({"id": 5, "name": "n", "promo": None}).encode()
+    values[2000] = values[2000].replace(b'":', b'" ', 1)
+    layout = Layout(fmt="flatten", source="value", columns=(("id", "long"), ("name", "string")))
+    checked = certify_batch(pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())}), layout)
+    assert arrow._JSON_BLOCK < 2000 * 160  # the bad record is not in the first block
+    assert [i for i, ok in enumerate(checked.column(arrow.OK).to_pylist()) if not ok] == [5, 2000]
+
+
 def test_nested_values_in_string_columns_are_left_to_spark(run):
     """Spark writes a nested value as Jackson re-serialises it; Arrow cannot reproduce that text."""
     spec = table(

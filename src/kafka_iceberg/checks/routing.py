@@ -108,10 +108,11 @@ class ErrorRouter:
         A batch's errors and quarantined records come the same way: both on the driver (the single
         pass) or both as DataFrames (step by step).
         """
-        if all(isinstance(p, list) for p in parts):
-            return [r for p in parts for r in p]  # type: ignore[union-attr]
+        on_driver = [p for p in parts if isinstance(p, list)]
         frames = [p for p in parts if not isinstance(p, list)]
-        assert len(frames) == len(parts), "a batch's bad records come all on the driver or all as DataFrames"
+        if not frames:
+            return [r for p in on_driver for r in p]
+        assert not on_driver, "a batch's bad records come all on the driver or all as DataFrames"
         frame = frames[0]
         for other in frames[1:]:
             frame = frame.unionByName(other)

@@ -440,13 +440,13 @@ def _reader(layout: Layout) -> Any:
                 batches.append(batch)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             if not batches:
-                raise
+                raise  # the first block failed: its row counts from the buffer's start
             try:
                 table, ok = checked(pa.Table.from_batches(batches))
-            except pa.ArrowInvalid:
-                raise exc from None
+            except pa.ArrowInvalid:  # the blocks read cannot be kept, and the row names no place in the buffer
+                raise pa.ArrowInvalid("a later block failed after blocks that cannot be kept") from exc
             raise _PartialParse(table, ok, exc) from exc
-        return checked(pa.Table.from_batches(batches, schema=schema) if not batches else pa.Table.from_batches(batches))
+        return checked(pa.Table.from_batches(batches))
 
     def checked(table: pa.Table) -> tuple[pa.Table, Any]:
         ok = np.ones(table.num_rows, dtype=bool)
