@@ -31,6 +31,8 @@ _TARGETS = (
     ("kafka_iceberg.write.writer", "TableWriter.last_commit", "marker lookup (catalog)"),
     ("kafka_iceberg.write.writer", "TableWriter.commit", "commit (write + catalog)"),
     ("kafka_iceberg.write.writer", "TableWriter.write_sorted", "single pass (decode, checks, data files)"),
+    # Records written where the Arrow decoder parses them (json under decoder auto): the same stage.
+    ("kafka_iceberg.write.writer", "TableWriter.write_where_parsed", "single pass (decode, checks, data files)"),
     ("kafka_iceberg.run.batch", "batch_offsets", "batch offsets"),
 )
 UNGROUPED = "(no job group: Spark write inside the commit callback)"

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Observer = Callable[[BatchReport], None]
+Key = tuple[tuple[str, str], ...]  # a table schema's payload columns (name, type): what decoding depends on
 
 
 def _keep(frame: DataFrame) -> DataFrame:
@@ -117,9 +118,10 @@ class BatchProcessor:
     _dropped: int = field(default=0, init=False)
     _offsets: Offsets = field(default_factory=dict, init=False)  # the stream's last committed source offsets
     # What writing certified records where they are parsed needs, per table schema (its payload columns).
-    _where_parsed: dict[tuple[tuple[str, str], ...], _WhereParsed] = field(default_factory=dict, init=False)
+    _where_parsed: dict[Key, _WhereParsed] = field(default_factory=dict, init=False)
     # The table schemas where ``decoder: auto`` found that the Arrow decoder cannot write where it parses.
-    _spark_decodes: set[tuple[tuple[str, str], ...]] = field(default_factory=set, init=False)
+    _spark_decodes: set[Key] = field(default_factory=set, init=False)
+    _rules: dict[Key, list[Rule | None]] = field(default_factory=dict, init=False)  # by the rows' columns
     _spark_batches: int = field(default=0, init=False)  # batches ``decoder: auto`` gives Spark's decoder next
 
     def __post_init__(self) -> None:
@@ -328,30 +330,13 @@ class BatchProcessor:
         flush_time = self.clock()
         known = _known(table_schema)
         schema_key = tuple((known or {}).items())
-        # decoder: auto tries the Arrow decoder where it may write what it parses, and remembers
-        # per table schema where it may not (its decode plan is then rebuilt for Spark's decoder).
-        # A batch that left records to Spark's decoder took a second job, which made whole runs
-        # slower than Spark's decoder alone (docs/decode.md, "Measured"): the next batches take
-        # Spark's decoder, then Arrow is tried again.
-        source = self.spec.source
-        auto = source.decoder == "auto"
-        backing_off = auto and self._spark_batches > 0
-        if backing_off:
-            self._spark_batches -= 1
-        shape = None if backing_off else self._where_parsed.get(schema_key)
+        shape, decoder = self._choose_decoder(schema_key)
         if shape is not None:
             self._apply_plan(shape.schema)
             written = self._write_where_parsed(
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, shape.labels, None
-        auto_arrow = (
-            auto
-            and not backing_off
-            and source.format in AUTO_ARROW_WHERE_PARSED
-            and schema_key not in self._spark_decodes
-        )
-        decoder: Literal["arrow"] | None = "arrow" if auto_arrow else None
         decoded = decode(
             raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder=decoder
         )
@@ -365,7 +350,7 @@ class BatchProcessor:
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, labels, rows
-        if auto_arrow:
+        if decoder == "arrow":  # auto tried it: not here, and not again against this schema
             self._spark_decodes.add(schema_key)
             if decoded.layout is not None:
                 decoded = decode(
@@ -375,6 +360,27 @@ class BatchProcessor:
         if decoded.parsed is not None:
             persist(decoded.parsed)  # the Arrow decoder's pass, read by both its certified and its other records
         return self.writer.write_sorted(labelled, labels), labels, rows
+
+    def _choose_decoder(self, schema_key: Key) -> tuple[_WhereParsed | None, Literal["arrow"] | None]:
+        """What this batch tries: a known shape written where parsed, or the decoder to plan with.
+
+        The decoder is None for the one ``source.decoder`` names (``auto`` without a choice: Spark's).
+
+        ``decoder: auto`` tries the Arrow decoder where it may write what it parses, and remembers per
+        table schema where it may not. A batch that left records to Spark's decoder took a second
+        job, which made whole runs slower than Spark's decoder alone (docs/decode.md, "Measured"): the
+        next :data:`AUTO_ARROW_BACKOFF` batches take Spark's decoder, then Arrow is tried again.
+        """
+        auto = self.spec.source.decoder == "auto"
+        if auto and self._spark_batches > 0:
+            self._spark_batches -= 1
+            return None, None
+        shape = self._where_parsed.get(schema_key)
+        if shape is not None:
+            return shape, None
+        if auto and self.spec.source.format in AUTO_ARROW_WHERE_PARSED and schema_key not in self._spark_decodes:
+            return None, "arrow"
+        return None, None
 
     def _apply_plan(self, schema: StructType) -> None:
         """Create or evolve the table for rows of ``schema``: the single pass writes files with its columns."""
@@ -411,7 +417,10 @@ class BatchProcessor:
     def _arrow_rules(self, rows: DataFrame) -> list[Rule | None]:
         """The expectations translated for pyarrow over ``rows``' columns (None where one is not)."""
         columns = {f.name: f.dataType.simpleString() for f in rows.schema.fields}
-        return [translate(self.spark, e.expr, columns) for e in self.spec.expectations.values()]
+        key = tuple(columns.items())
+        if key not in self._rules:  # a few py4j calls per rule: once per row schema, not per batch
+            self._rules[key] = [translate(self.spark, e.expr, columns) for e in self.spec.expectations.values()]
+        return self._rules[key]
 
     def _labelled(self, decoded: Decoded, table_schema: StructType | None) -> tuple[DataFrame, Labels, DataFrame]:
         """The single pass's frame of ``decoded`` with every check as a column, its labels, and its rows."""
