@@ -124,9 +124,10 @@ METHOD = [
     "and writes zstd Parquet with the same Kafka columns and `pt` to "
     "local disk. Its figures are per 1 core, over the bytes it parsed.",
     "- **Timing**: wall clock of the whole run (framework: `prepare` to the end of the last batch; "
-    "baseline (a): query start to end), after an untimed warm-up (a small framework and baseline run, "
-    "append and upsert). Framework and baseline (a) alternate; a second sweep in reverse order runs when "
-    "the budget allows; the faster attempt is reported, every attempt is in `results.json`. CPU seconds: "
+    "baseline (a): query start to end), after an untimed warm-up (a framework and a baseline run: "
+    "append, two batches as large as a small dataset's, then upsert). Framework and "
+    "baseline (a) alternate; a second sweep in reverse order runs when the budget allows; the faster "
+    "attempt is reported, every attempt is in `results.json`. CPU seconds: "
     "the driver JVM and every process under it, i.e. Spark's Python workers (`/proc/<pid>/stat` of the "
     "process tree, reaped children included) + driver Python (`time.process_time`).",
     "- **Memory**: peak RSS of the driver JVM and Python sampled every 100 ms from `/proc/<pid>/status`; "
@@ -348,9 +349,13 @@ class Bench:
             shutil.rmtree(self.run_work, ignore_errors=True)
 
     def warm_up(self) -> None:
-        ds = datagen.Dataset("flatten", "small", 4000, 2000, seed=99)
-        gen = datagen.write_dataset(ds, self.work / "warmup")
-        for mode in ("append", "upsert"):
+        # Batches as large as a small dataset's: Spark reads each with a task per core, so every
+        # core's Python worker starts, and the JVM compiles the hot decode code, here. With
+        # 2,000-record batches (one task) the first timed run paid for both: its first
+        # 100,000-record batch took 6.5 s against 2.0 s for the next (benchmarks/fixes.md, stop 32).
+        upserts = datagen.Dataset("flatten", "small", 4000, 2000, seed=99)
+        for ds, mode in ((warm_up_appends(self.args.per_file_small), "append"), (upserts, "upsert")):
+            gen = datagen.write_dataset(ds, self.work / f"warmup_{mode}")
             self.framework(ds, gen, mode)
             self.baseline_a(ds, gen, mode)
         self.log("warm-up done (untimed)")
@@ -565,6 +570,11 @@ def _timed(fn: Any) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
+
+
+def warm_up_appends(per_file: int) -> datagen.Dataset:
+    """The warm-up's append topic: two batches of ``per_file`` flatten records (untimed)."""
+    return datagen.Dataset("flatten", "small", 2 * per_file, per_file, seed=99)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

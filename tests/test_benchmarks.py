@@ -219,3 +219,22 @@ def test_cpu_counts_the_processes_under_the_measured_one_even_once_they_ended():
     finally:
         root.kill()
         root.wait()
+
+
+def test_the_warm_up_gives_every_core_records_to_decode_and_write(spark, tmp_path):
+    # A warm-up batch read by a single task left the second core's Python worker, and the JVM's
+    # compiled decode, to the first timed run (benchmarks/fixes.md, stop 32).
+    from pyspark.sql import functions as F
+
+    from kafka_iceberg.records import KAFKA_SCHEMA_DDL
+
+    ds = run.warm_up_appends(run.parse_args([]).per_file_small)
+    gen = datagen.write_dataset(ds, tmp_path)
+    assert len(gen.files) == 2
+    master = spark.conf.get("spark.master")  # local[2], as the bench's session
+    cores = int(master.removeprefix("local[").removesuffix("]"))
+    for path in gen.files:
+        frame = spark.read.schema(KAFKA_SCHEMA_DDL).parquet(path)
+        counts = [r["count"] for r in frame.groupBy(F.spark_partition_id()).count().collect()]
+        assert sum(counts) == ds.records_per_file
+        assert len(counts) >= cores, counts  # non-empty tasks
