@@ -231,10 +231,8 @@ def test_the_warm_up_gives_every_core_records_to_decode_and_write(spark, tmp_pat
     ds = run.warm_up_appends(run.parse_args([]).per_file_small)
     gen = datagen.write_dataset(ds, tmp_path)
     assert len(gen.files) == 2
-    master = spark.conf.get("spark.master")  # local[2], as the bench's session
-    cores = int(master.removeprefix("local[").removesuffix("]"))
     for path in gen.files:
         frame = spark.read.schema(KAFKA_SCHEMA_DDL).parquet(path)
         counts = [r["count"] for r in frame.groupBy(F.spark_partition_id()).count().collect()]
         assert sum(counts) == ds.records_per_file
-        assert len(counts) >= cores, counts  # non-empty tasks
+        assert len(counts) >= report.SPARK_CORES, counts  # non-empty tasks
