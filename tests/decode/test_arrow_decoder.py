@@ -19,7 +19,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kafka_iceberg.decode.arrow import AUTO_ARROW, Layout, certify_batch, uses_arrow
+from kafka_iceberg.decode.arrow import AUTO_ARROW, Layout, certify_batch, convert_text, uses_arrow
+from kafka_iceberg.decode.sql import convert
 from kafka_iceberg.spec.load import arrow_decoder_unsupported as unsupported
 from kafka_iceberg.spec.load import load_pipeline, table_problems
 from kafka_iceberg.spec.model import TableSpec
@@ -265,6 +266,75 @@ def test_csv_edges_are_left_to_spark():
     out = certify_batch(batch, layout)
     assert out.column("_ki_certified").to_pylist() == [True, True] + [False] * 8
     assert out.column("_ki_a0").to_pylist()[:2] == ["x", "x"]
+
+
+# -- timestamps and dates the Arrow writer converts from text -------------------------------------
+def _date_time_texts(rng: random.Random, n: int) -> list[str]:
+    """Text near the canonical ISO 8601 forms: valid, impossible (02-30, 24:00, :60), and other spellings."""
+    parts = {  # (canonical and valid choices, others); each part is one of the others one time in eight
+        "year": (["2024", "2023", "2000", "1900", "1582", "1000", "9999"], ["0999", "0000", "+2024", "12024"]),
+        "month": (["01", "02", "06", "12"], ["00", "13", "1"]),
+        "day": (["01", "28", "29", "30", "31"], ["00", "32", "7"]),
+        "time": (["00:00:00", "10:11:12", "23:59:59"], ["24:00:00", "12:60:00", "12:00:60", "9:00:00", "12:00"]),
+        "fraction": (["", "", ".5", ".123", ".123456", ".000001"], [".", ".1234567", ".12345678"]),
+        "zone": (
+            ["", "Z", "+05:30", "-01:15", "+18:00", "-18:00"],
+            ["+18:01", "+19:00", "+00:60", "+0530", " UTC", "z"],
+        ),
+        "sep": (["T", " "], ["t", "_"]),
+        "pad": ([""], [" "]),
+    }
+
+    def pick(name: str) -> str:
+        good, other = parts[name]
+        return rng.choice(other if rng.random() < 0.125 else good)
+
+    out = []
+    for _ in range(n):
+        day = f"{pick('year')}-{pick('month')}-{pick('day')}"
+        if rng.random() < 0.3:
+            out.append(pick("pad") + day + pick("pad"))
+        else:
+            out.append(pick("pad") + day + pick("sep") + pick("time") + pick("fraction") + pick("zone") + pick("pad"))
+    return out
+
+
+@pytest.mark.parametrize("zoneless_utc", [True, False])
+def test_timestamps_and_dates_the_arrow_writer_converts_are_the_values_sparks_conversion_gives(spark, zoneless_utc):
+    """What write/certified.py converts from a flatten record's text: each value exactly Spark's; the rest Spark's."""
+    rng = random.Random(20)
+    texts = [*_date_time_texts(rng, 3000), "2024-02-29", "2024-02-29T10:00:00Z", "2024-01-01 10:00:00.5+02:00"]
+    frame = spark.createDataFrame([(t,) for t in texts], "t STRING")
+    spark_values = frame.selectExpr(
+        f"unix_micros({convert('t', 'timestamp')}) AS ts", f"unix_date({convert('t', 'date')}) AS day"
+    ).collect()
+    arrow_texts = pa.array(texts, pa.string())
+    for col_type, column, to_int in (("timestamp", "ts", pa.int64()), ("date", "day", pa.int32())):
+        values, keep = convert_text(arrow_texts, col_type, zoneless_utc=zoneless_utc)
+        ours = values.cast(to_int).to_pylist()
+        converted = [i for i, v in enumerate(ours) if v is not None]
+        assert all(keep[i] == (ours[i] is not None) for i in range(len(texts)))  # no null text here
+        for i in converted:
+            assert ours[i] == spark_values[i][column], (texts[i], ours[i], spark_values[i][column])
+        # Not vacuous: a good share of each is converted here; what is not, Spark's decoder converts
+        # (other spellings) or refuses.
+        assert len(converted) > 150, (col_type, len(converted))
+        refused_by_spark = [i for i in range(len(texts)) if spark_values[i][column] is None]
+        assert refused_by_spark and not set(refused_by_spark) & set(converted)
+    zoneless = [t for t in texts if len(t) == 19 and t[10] in "T "]
+    _, keep = convert_text(pa.array(zoneless, pa.string()), "timestamp", zoneless_utc=zoneless_utc)
+    assert keep.any() == zoneless_utc  # without an offset: Spark reads it in its session time zone
+
+
+def test_timestamp_and_date_text_is_null_kept_and_impossible_dates_refused_not_moved():
+    texts = pa.array(["2023-02-29", "2024-02-29", None, "2024-04-31", "2024-4-01"], pa.string())
+    values, keep = convert_text(texts, "date", zoneless_utc=True)
+    assert keep.tolist() == [False, True, True, False, False]
+    assert values.cast(pa.string()).to_pylist() == [None, "2024-02-29", None, None, None]
+    stamps = pa.array(["2024-01-01T23:59:60Z", "2024-01-01T10:00:00+05:30", None], pa.string())
+    values, keep = convert_text(stamps, "timestamp", zoneless_utc=True)
+    assert keep.tolist() == [False, True, True]
+    assert values.cast(pa.int64()).to_pylist()[1] == 1704083400 * 1_000_000  # 2024-01-01T04:30:00Z
 
 
 # -- which decoder a table gets ---------------------------------------------------------------------

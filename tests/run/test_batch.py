@@ -279,3 +279,42 @@ def test_decoder_auto_writes_json_where_it_parses_it_and_backs_off_where_it_does
         assert not where_parsed and decoders == ["arrow", "spark", "arrow", "spark", None, None]
     else:  # the third batch's bad record went to Spark's decoder; the fourth batch backed off
         assert len(where_parsed) == 3 and decoders == ["arrow", "arrow", "spark", None]
+
+
+def test_flatten_timestamps_and_dates_are_written_where_parsed_with_the_values_sparks_decoder_gives(
+    spark, files_catalog, caplog
+):
+    """Issue 20: canonical timestamp and date text is converted in the task that parses it; any other
+    spelling is left to Spark's decoder, which converts or refuses it as on every other path."""
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    source = {"topics": ["t"], "format": "flatten", "decoder": "arrow"}
+    columns = {"id": "long", "ts": "timestamp", "day": "date"}
+    table = spec(ns, source=source, schema={"columns": columns}, expectations={}, errors={"skip_error": True},
+                 write={"engine": "arrow"})  # fmt: skip
+    processor = BatchProcessor(spark, "unit", table, files_catalog)
+    caplog.set_level("INFO", logger="kafka_iceberg")
+    canonical = [("2024-05-01T10:00:00Z", "2024-05-01"), ("2024-05-01 10:00:00.25+02:00", "2024-02-29"),
+                 ("2024-05-01T10:00:00", None)]  # fmt: skip
+    others = [("2024-05-01T10:00", "2024-05-01 "), ("2024-02-30T00:00:00Z", "2024-05-01")]  # converted; refused
+    batches = [canonical, canonical + others]
+    offset = 0
+    for batch_id, pairs in enumerate(batches):
+        messages = [Msg(None, json.dumps({"id": offset + i, "ts": ts, "day": day}), offset=offset + i)
+                    for i, (ts, day) in enumerate(pairs)]  # fmt: skip
+        offset += len(pairs)
+        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
+        processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+    logged = [r.getMessage() for r in caplog.records if "written where parsed" in r.getMessage()]
+    assert [m.split(": ", 1)[1] for m in logged] == [
+        "3 records written where parsed, 0 left to Spark",
+        "3 records written where parsed, 2 left to Spark",
+    ]
+    got = spark.sql(
+        f"SELECT id, unix_micros(ts) AS ts, unix_date(day) AS day FROM {files_catalog}.{ns}.events ORDER BY id"
+    ).collect()
+    may_1, feb_29 = 19844, 19782  # days since 1970-01-01
+    ten_utc = 1714557600 * 1_000_000  # 2024-05-01T10:00:00Z
+    eight_utc = ten_utc - 2 * 3600 * 1_000_000 + 250_000
+    expected = [(0, ten_utc, may_1), (1, eight_utc, feb_29), (2, ten_utc, None)]
+    expected += [(3, ten_utc, may_1), (4, eight_utc, feb_29), (5, ten_utc, None), (6, ten_utc, may_1)]
+    assert [tuple(r) for r in got] == expected  # id 7 (February 30th) is refused by Spark's decoder

@@ -256,6 +256,42 @@ def test_last_commit_walks_past_other_streams_and_foreign_snapshots(spark, new_w
     assert writer.commit(df(spark, [(1, "a", "x", 0)]), marker(4)).skipped
 
 
+def test_the_table_is_read_once_per_metadata_file_and_again_after_another_writers_change(
+    spark, new_writer, monkeypatch
+):
+    """The writer reads schema, spec, sort order, properties and snapshot summaries through py4j once per
+    metadata file (each read is many round trips, several times per batch); a change made by anyone
+    else shows at the next refresh."""
+    from kafka_iceberg.write import jvm as jvm_module
+
+    writer = new_writer()
+    writer.apply(writer.plan(df(spark, [], BASE_SCHEMA).schema))
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0, orders=1))
+    reads = []
+    jvm = jvm_module.jvm
+
+    def counted(session):
+        reads.append(1)
+        return jvm(session)
+
+    monkeypatch.setattr(jvm_module, "jvm", counted)
+    for _ in range(3):
+        assert [f.name for f in writer.current_schema().fields] == ["id", "name", "pt", "offset"]
+        assert not writer.plan(df(spark, [], BASE_SCHEMA).schema).changes
+        assert writer.last_commit("orders").batch_id == 0
+    assert len(reads) == 1  # the schema's conversion, once
+    spark.sql(f"ALTER TABLE {writer.table} ADD COLUMN note string")  # another writer
+    spark.sql(f"ALTER TABLE {writer.table} SET TBLPROPERTIES ('team'='billing')")
+    writer.commit(df(spark, [(2, "b", "x", 0)]), marker(1, orders=2))
+    assert [f.name for f in writer.current_schema().fields] == ["id", "name", "pt", "offset", "note"]
+    assert writer._iceberg.refresh().properties()["team"] == "billing"
+    assert writer.last_commit("orders").batch_id == 1
+    read = len(reads)
+    for _ in range(3):
+        assert writer.current_schema().fields[-1].name == "note" and writer.last_commit("orders").batch_id == 1
+    assert len(reads) == read
+
+
 def test_a_stale_marker_copied_by_maintenance_does_not_roll_offsets_back(spark, new_writer):
     from kafka_iceberg.write.jvm import with_commit_properties
 

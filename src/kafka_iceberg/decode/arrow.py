@@ -22,6 +22,10 @@ What is certified (everything else takes the Spark path):
   is not finite, or is ``-0``, is not certified); other column types hold a JSON string, which
   Spark then converts with the Spark decoder's own conversion. A nested object or array in a
   ``string`` column is not certified: Spark writes it as Jackson re-serialises it.
+- flatten written where parsed (``write/certified.py``): ``timestamp`` and ``date`` columns are
+  converted from their JSON text by :func:`convert_text` too, where the text has a canonical ISO
+  8601 form (``2024-05-01``, ``2024-05-01T10:00:00.123+02:00``) that reads back unchanged; a
+  timestamp without an offset only when the session's time zone is UTC. Other text is Spark's.
 - csv: no line breaks, control characters or BOM; either no quote character, or every field
   either unquoted or a well-formed quoted field (RFC 4180), and no quoted empty field. Fields
   are read as text and converted by Spark with the Spark decoder's conversion.
@@ -61,6 +65,15 @@ AUTO_ARROW_WHERE_PARSED = frozenset({"json"})
 # (bad records, or ones it leaves to Spark): such a batch takes a second, small Spark job, and on
 # topics with 0.5 % bad records that made whole runs 0.77-0.93x Spark's decoder.
 AUTO_ARROW_BACKOFF = 10
+# Column types the Arrow writer converts from a flatten record's JSON text where it parses it
+# (write/certified.py, :func:`convert_text`); Spark converts them everywhere else.
+TEXT_CONVERTED = ("timestamp", "date")
+_DATE_TEXT = r"^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}$"
+_TIMESTAMP_TEXT = (
+    r"^(?P<day>[1-9][0-9]{3}-[0-9]{2}-[0-9]{2})[T ](?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?P<fraction>[.][0-9]{1,6})?(?P<zone>Z|[+-][0-9]{2}:[0-9]{2})?$"
+)
+_MAX_OFFSET_MINUTES = 18 * 60  # java.time.ZoneOffset's range, which Spark's cast enforces
 MAX_BYTES = 1 << 20
 # Column types Arrow's JSON reader converts exactly as the Spark decoder does; the rest are
 # read as JSON strings and converted by Spark.
@@ -473,3 +486,51 @@ def _post_check(table: pa.Table, layout: Layout) -> Any:
             present = ~np.isnan(values) | table.column(i).is_null().to_numpy(zero_copy_only=False)
             ok &= present & ~np.isinf(values) & ~((values == 0) & np.signbit(values))
     return ok
+
+
+def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[pa.Array, Any]:
+    """A ``timestamp`` or ``date`` column's values from its JSON text, and which records keep them.
+
+    Only canonical ISO 8601 text is converted: a date ``yyyy-MM-dd``; a timestamp ``yyyy-MM-dd``,
+    ``T`` or a space, ``HH:mm:ss``, up to six fraction digits, then ``Z``, ``+HH:mm`` or nothing
+    (read as UTC: only when ``zoneless_utc``, the session time zone Spark would read it in).
+    Each is parsed and printed back, so a date or time that does not exist (``02-30``,
+    ``23:59:60``), which the parser would roll over, is refused rather than moved. Spark's
+    conversion (``decode/sql.py``, ``convert``) reads every text converted here to the same value
+    (``tests/decode/test_arrow_decoder.py`` compares them); every other text is not kept (numpy
+    bool False), so Spark's decoder converts or refuses it. Null text is kept as null.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if col_type == "date":
+        seconds = pc.strptime(text, format="%Y-%m-%d", unit="s", error_is_null=True)
+        exact = pc.and_(
+            pc.match_substring_regex(text, _DATE_TEXT), pc.equal(pc.strftime(seconds, format="%Y-%m-%d"), text)
+        )
+        values = seconds.cast(pa.date32())
+    elif col_type == "timestamp":
+        parts = pc.extract_regex(text, _TIMESTAMP_TEXT)
+        day_time = pc.binary_join_element_wise(pc.struct_field(parts, "day"), pc.struct_field(parts, "time"), " ")
+        seconds = pc.strptime(day_time, format="%Y-%m-%d %H:%M:%S", unit="s", error_is_null=True)
+        exact = pc.equal(pc.strftime(seconds, format="%Y-%m-%d %H:%M:%S"), day_time)
+        fraction = pc.utf8_rpad(pc.utf8_slice_codeunits(pc.struct_field(parts, "fraction"), 1), width=6, padding="0")
+        zone = pc.struct_field(parts, "zone")
+        if not zoneless_utc:
+            exact = pc.and_(exact, pc.not_equal(zone, ""))
+        offset = pc.if_else(pc.equal(pc.utf8_length(zone), 6), zone, "+00:00")
+        minutes = pc.add(
+            pc.multiply(pc.utf8_slice_codeunits(offset, 1, 3).cast(pa.int64()), 60),
+            pc.utf8_slice_codeunits(offset, 4, 6).cast(pa.int64()),
+        )
+        exact = pc.and_(exact, pc.less_equal(minutes, _MAX_OFFSET_MINUTES))
+        exact = pc.and_(exact, pc.less(pc.utf8_slice_codeunits(offset, 4, 6).cast(pa.int64()), 60))
+        east = pc.if_else(pc.starts_with(offset, "-"), pc.negate(minutes), minutes)
+        micros = pc.add(pc.multiply(seconds.cast(pa.int64()), 1_000_000), fraction.cast(pa.int64()))
+        values = pc.subtract(micros, pc.multiply(east, 60_000_000)).cast(pa.timestamp("us", tz="UTC"))
+    else:
+        raise ValueError(f"no Arrow conversion from JSON text to {col_type}")
+    exact = exact.fill_null(False)
+    keep = pc.or_(pc.is_null(text), exact).to_numpy(zero_copy_only=False)
+    return pc.if_else(exact, values, pa.nulls(len(values), values.type)), np.asarray(keep, dtype=bool)

@@ -19,8 +19,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,10 +49,10 @@ _VIRTUAL = "s3.force-virtual-addressing"
 
 
 # The formats ``write.engine: auto`` writes with the Arrow writer's single pass: those whose whole
-# runs measured faster with it than with Spark's writer in two benchmark runs (docs/benchmarks/results.md,
-# "Writers"). Text measured 0.83-0.88 in one and 1.06-1.13 in the other: it keeps Spark's writer until
-# more runs agree.
-AUTO_ARROW_WRITER = frozenset({"json", "csv", "flatten", "binary"})
+# runs measured faster with it than with Spark's writer (docs/benchmarks/results.md, "Writers").
+# Text joined in stop 33: 0.83-0.88 in its first run, then 1.06-1.13, 0.94-1.38, 1.13-1.26 and 1.31-1.33.
+AUTO_ARROW_WRITER = frozenset({"json", "csv", "flatten", "binary", "text"})
+FOOTER_READERS = 8  # data files whose footers the driver reads at once (append_files)
 # Column types whose partition values partition_string can hand to Iceberg's Java API.
 _PARTITION_SAFE = frozenset({"string", "long", "int", "short", "byte", "double", "float", "boolean", "date", "uuid"})
 _SAFE_FIXED_COLUMNS = frozenset({"topic", "partition", "offset", "pt"})  # Kafka's timestamp is not
@@ -286,14 +288,23 @@ def append_files(spark: SparkSession, java_table: Any, files: list[WrittenFile],
     """Append ``files`` to ``java_table`` in one commit whose snapshot summary holds ``properties``.
 
     Column metrics come from each file's footer, read by Iceberg with the table's metrics config,
-    so they are what Spark's writer would have recorded.
+    so they are what Spark's writer would have recorded. The footers are read concurrently: each
+    is a round trip to the object store, and a batch writes up to partitions x tasks files.
     """
     iceberg = spark._jvm.org.apache.iceberg  # type: ignore[union-attr]
     config = iceberg.MetricsConfig.forTable(java_table)
     spec = java_table.spec()
+    io = java_table.io()
+
+    def footer_metrics(f: WrittenFile) -> Any:
+        return iceberg.parquet.ParquetUtil.fileMetrics(io.newInputFile(f.path, f.size), config)
+
+    if len(files) > 1:
+        every_metrics = list(_footer_readers().map(footer_metrics, files))
+    else:
+        every_metrics = [footer_metrics(f) for f in files]
     append = java_table.newAppend()
-    for f in files:
-        metrics = iceberg.parquet.ParquetUtil.fileMetrics(java_table.io().newInputFile(f.path, f.size), config)
+    for f, metrics in zip(files, every_metrics, strict=True):
         builder = iceberg.DataFiles.builder(spec).withPath(f.path).withFileSizeInBytes(f.size)
         builder = builder.withFormat("PARQUET").withMetrics(metrics)
         if f.partition:
@@ -302,3 +313,15 @@ def append_files(spark: SparkSession, java_table: Any, files: list[WrittenFile],
     for key, value in properties.items():
         append.set(key, value)
     append.commit()
+
+
+_readers: list[ThreadPoolExecutor] = []
+_readers_lock = threading.Lock()
+
+
+def _footer_readers() -> ThreadPoolExecutor:
+    """Threads reading footers, kept for the process: py4j pins a JVM thread and a connection to each."""
+    with _readers_lock:
+        if not _readers:
+            _readers.append(ThreadPoolExecutor(max_workers=FOOTER_READERS, thread_name_prefix="footer-reader"))
+        return _readers[0]

@@ -9,7 +9,8 @@ Without this, certified records went Python → Spark rows → Python again befo
 which cost about as much as parsing them (docs/benchmarks/results.md, "Decoders").
 
 It applies where a certified record needs nothing else from Spark: json, and flatten whose
-columns Arrow reads as their own type (long, int, double, boolean, string); expectations all in
+columns Arrow reads as their own type (long, int, double, boolean, string) or converts from their
+text (timestamp, date: :func:`~kafka_iceberg.decode.arrow.convert_text`); expectations all in
 the SQL that :mod:`kafka_iceberg.checks.arrow_rules` translates; no ``include_headers`` (the
 headers map is built by Spark SQL). A certified record that misses a value the table or the JSON
 Schema requires, or violates a ``quarantine``, ``drop`` or ``fail`` rule, is left to Spark, which
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.checks.arrow_rules import Rule, holds
-from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch
+from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, TEXT_CONVERTED, Layout, certify_batch, convert_text
 from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 _LEFT = "left"  # a record the task did not certify, in the Kafka shape, for Spark's decoder
 _KAFKA_SHAPE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+_UTC_ZONES = frozenset({"UTC", "ETC/UTC", "GMT", "Z", "+00:00"})
 
 
 def writes_where_parsed(spec: TableSpec, layout: Layout | None, rules: list[Rule | None]) -> bool:
@@ -52,7 +54,7 @@ def writes_where_parsed(spec: TableSpec, layout: Layout | None, rules: list[Rule
         return False
     if layout.fmt == "json":
         return True
-    return layout.fmt == "flatten" and all(t in NATIVE_JSON_TYPES for _, t in layout.columns)
+    return layout.fmt == "flatten" and all(t in NATIVE_JSON_TYPES + TEXT_CONVERTED for _, t in layout.columns)
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Part:
     part: str  # the payload column a json record's text goes to: ``value``, or ``key`` under mode key
     pt: str | None  # the batch's ``pt`` value, None when the table has no ``pt`` column
     rules: tuple[tuple[str, Rule], ...] = ()  # (on_violation, translated rule) of each expectation, in order
+    zoneless_utc: bool = True  # Spark's session time zone is UTC: a timestamp without an offset is read as UTC
 
 
 # -- Python side (runs in Spark's Python workers) --------------------------------------------------
@@ -112,6 +115,10 @@ def write_parsed(
         certified = checked.filter(pa.array(ok))
         columns = _rows(certified, layout, part, [f.name for f in fields])
         present = np.ones(certified.num_rows, dtype=bool)
+        for name, col_type in layout.columns:  # text Arrow cannot convert exactly is Spark's to convert
+            if col_type in TEXT_CONVERTED:
+                columns[name], converted = convert_text(columns[name], col_type, zoneless_utc=part.zoneless_utc)
+                present &= converted
         for name in required:  # a missing required value is Spark's to explain
             if name in columns:
                 present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
@@ -193,7 +200,13 @@ def write_where_parsed(
 
     struct, arrow = sorted_schema()
     actions = [e.on_violation for e in spec.expectations.values()]
-    part = Part(part=payload_part(spec)[0], pt=pt, rules=tuple(zip(actions, rules, strict=True)))
+    zone = str(frame.sparkSession.conf.get("spark.sql.session.timeZone"))
+    part = Part(
+        part=payload_part(spec)[0],
+        pt=pt,
+        rules=tuple(zip(actions, rules, strict=True)),
+        zoneless_utc=zone.upper() in _UTC_ZONES,
+    )
     task = functools.partial(write_parsed, layout=layout, part=part, target=target, schema=arrow)
     out = persist(frame.mapInArrow(task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructType
@@ -69,15 +69,37 @@ class SnapshotInfo:
     parent_id: int | None
     operation: str | None
     java: Any
+    # Summaries read so far, by snapshot id, shared by the table's snapshots: a snapshot never changes.
+    summaries: dict[int, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, key: str) -> str | None:
-        """One summary entry (one py4j call, not the whole map)."""
-        value = self.java.summary().get(key)
-        return None if value is None else str(value)
+        """One summary entry."""
+        return self._summary().get(key)
 
     def summary(self) -> dict[str, str]:
         """The whole summary."""
-        return {str(k): str(v) for k, v in dict(self.java.summary()).items()}
+        return dict(self._summary())
+
+    def _summary(self) -> dict[str, str]:
+        found = self.summaries.get(self.snapshot_id)
+        if found is None:  # one py4j call: a map read entry by entry costs two per entry
+            text = str(_json_mapper(self.java).writeValueAsString(self.java.summary()))
+            found = self.summaries[self.snapshot_id] = {str(k): str(v) for k, v in json.loads(text).items()}
+        return found
+
+
+def _json_mapper(java_object: Any) -> Any:
+    """Jackson's ObjectMapper in the JVM behind ``java_object`` (Spark ships Jackson)."""
+    gateway = java_object._gateway_client
+    mapper = _mappers.get(id(gateway))
+    if mapper is None or mapper._gateway_client is not gateway:  # a new gateway may reuse an old one's id
+        from py4j.java_gateway import JavaClass
+
+        mapper = _mappers[id(gateway)] = JavaClass("com.fasterxml.jackson.databind.ObjectMapper", gateway)()
+    return mapper
+
+
+_mappers: dict[int, Any] = {}
 
 
 class IcebergTable:
@@ -87,6 +109,11 @@ class IcebergTable:
         self._spark = spark
         self.name = name
         self._java: Any = None
+        self._summaries: dict[int, dict[str, str]] = {}  # by snapshot id (SnapshotInfo)
+        # What was read of the metadata at ``_read_at`` (schema, spec, sort order, properties): read
+        # again only when a refresh finds other metadata, since py4j makes each read many round trips.
+        self._read_at: str | None = None
+        self._read: dict[str, Any] = {}
 
     @property
     def java(self) -> Any:
@@ -105,32 +132,60 @@ class IcebergTable:
         """Drop the loaded instance (after the table was created or dropped)."""
         self._java = None
 
+    def _of_metadata(self, what: str, read: Callable[[], Any]) -> Any:
+        """``read()`` of the metadata the table holds now, computed once per metadata file."""
+        location = self.java.operations().current().metadataFileLocation()
+        if location is None:  # a catalog that names no metadata file: nothing tells two versions apart
+            return read()
+        location = str(location)
+        if location != self._read_at:
+            self._read_at, self._read = location, {}
+        if what not in self._read:
+            self._read[what] = read()
+        return self._read[what]
+
     def schema(self) -> StructType:
         """The table schema as a Spark StructType (nullability included)."""
-        spark_type = jvm(self._spark).org.apache.iceberg.spark.SparkSchemaUtil.convert(self.java.schema())
-        return StructType.fromJson(json.loads(spark_type.json()))
+
+        def read() -> str:
+            return str(jvm(self._spark).org.apache.iceberg.spark.SparkSchemaUtil.convert(self.java.schema()).json())
+
+        return StructType.fromJson(json.loads(self._of_metadata("schema", read)))
 
     def partition_fields(self) -> list[tuple[str, str]]:
         """``(transform, source column)`` of the current spec, ``void`` fields left out."""
-        schema = self.java.schema()
-        out = []
-        for f in self.java.spec().fields():
-            transform = str(f.transform().toString())
-            if transform != "void":
-                out.append((transform, str(schema.findColumnName(f.sourceId()))))
-        return out
+
+        def read() -> list[tuple[str, str]]:
+            schema = self.java.schema()
+            out = []
+            for f in self.java.spec().fields():
+                transform = str(f.transform().toString())
+                if transform != "void":
+                    out.append((transform, str(schema.findColumnName(f.sourceId()))))
+            return out
+
+        return list(self._of_metadata("partition_fields", read))
 
     def sort_fields(self) -> list[tuple[str, str]]:
         """``(column, ASC|DESC)`` of the current sort order (identity transforms only)."""
-        schema = self.java.schema()
-        return [
-            (str(schema.findColumnName(f.sourceId())), str(f.direction().toString()))
-            for f in self.java.sortOrder().fields()
-        ]
+
+        def read() -> list[tuple[str, str]]:
+            schema = self.java.schema()
+            return [
+                (str(schema.findColumnName(f.sourceId())), str(f.direction().toString()))
+                for f in self.java.sortOrder().fields()
+            ]
+
+        return list(self._of_metadata("sort_fields", read))
 
     def properties(self) -> dict[str, str]:
         """Table properties."""
-        return {str(k): str(v) for k, v in dict(self.java.properties()).items()}
+
+        def read() -> dict[str, str]:
+            text = str(_json_mapper(self.java).writeValueAsString(self.java.properties()))
+            return {str(k): str(v) for k, v in json.loads(text).items()}
+
+        return dict(self._of_metadata("properties", read))
 
     def metadata_location(self) -> str:
         """Location of the current metadata file."""
@@ -143,7 +198,11 @@ class IcebergTable:
             parent = snap.parentId()
             op = snap.operation()
             yield SnapshotInfo(
-                int(snap.snapshotId()), None if parent is None else int(parent), None if op is None else str(op), snap
+                int(snap.snapshotId()),
+                None if parent is None else int(parent),
+                None if op is None else str(op),
+                snap,
+                self._summaries,
             )
             snap = None if parent is None else self.java.snapshot(parent)
 
