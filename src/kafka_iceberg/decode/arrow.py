@@ -520,12 +520,9 @@ def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[
         if not zoneless_utc:
             exact = pc.and_(exact, pc.not_equal(zone, ""))
         offset = pc.if_else(pc.equal(pc.utf8_length(zone), 6), zone, "+00:00")
-        minutes = pc.add(
-            pc.multiply(pc.utf8_slice_codeunits(offset, 1, 3).cast(pa.int64()), 60),
-            pc.utf8_slice_codeunits(offset, 4, 6).cast(pa.int64()),
-        )
-        exact = pc.and_(exact, pc.less_equal(minutes, _MAX_OFFSET_MINUTES))
-        exact = pc.and_(exact, pc.less(pc.utf8_slice_codeunits(offset, 4, 6).cast(pa.int64()), 60))
+        minute = pc.utf8_slice_codeunits(offset, 4, 6).cast(pa.int64())
+        minutes = pc.add(pc.multiply(pc.utf8_slice_codeunits(offset, 1, 3).cast(pa.int64()), 60), minute)
+        exact = pc.and_(exact, pc.and_(pc.less_equal(minutes, _MAX_OFFSET_MINUTES), pc.less(minute, 60)))
         east = pc.if_else(pc.starts_with(offset, "-"), pc.negate(minutes), minutes)
         micros = pc.add(pc.multiply(seconds.cast(pa.int64()), 1_000_000), fraction.cast(pa.int64()))
         values = pc.subtract(micros, pc.multiply(east, 60_000_000)).cast(pa.timestamp("us", tz="UTC"))

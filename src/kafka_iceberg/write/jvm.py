@@ -82,10 +82,15 @@ class SnapshotInfo:
 
     def _summary(self) -> dict[str, str]:
         found = self.summaries.get(self.snapshot_id)
-        if found is None:  # one py4j call: a map read entry by entry costs two per entry
-            text = str(_json_mapper(self.java).writeValueAsString(self.java.summary()))
-            found = self.summaries[self.snapshot_id] = {str(k): str(v) for k, v in json.loads(text).items()}
+        if found is None:
+            found = self.summaries[self.snapshot_id] = string_map(self.java.summary())
         return found
+
+
+def string_map(java_map: Any) -> dict[str, str]:
+    """A Java ``Map<String, String>`` in one py4j call (read entry by entry it costs two per entry)."""
+    text = str(_json_mapper(java_map).writeValueAsString(java_map))
+    return {str(k): str(v) for k, v in json.loads(text).items()}
 
 
 def _json_mapper(java_object: Any) -> Any:
@@ -134,10 +139,9 @@ class IcebergTable:
 
     def _of_metadata(self, what: str, read: Callable[[], Any]) -> Any:
         """``read()`` of the metadata the table holds now, computed once per metadata file."""
-        location = self.java.operations().current().metadataFileLocation()
+        location = self._location()
         if location is None:  # a catalog that names no metadata file: nothing tells two versions apart
             return read()
-        location = str(location)
         if location != self._read_at:
             self._read_at, self._read = location, {}
         if what not in self._read:
@@ -180,16 +184,15 @@ class IcebergTable:
 
     def properties(self) -> dict[str, str]:
         """Table properties."""
+        return dict(self._of_metadata("properties", lambda: string_map(self.java.properties())))
 
-        def read() -> dict[str, str]:
-            text = str(_json_mapper(self.java).writeValueAsString(self.java.properties()))
-            return {str(k): str(v) for k, v in json.loads(text).items()}
-
-        return dict(self._of_metadata("properties", read))
+    def _location(self) -> str | None:
+        location = self.java.operations().current().metadataFileLocation()
+        return None if location is None else str(location)
 
     def metadata_location(self) -> str:
         """Location of the current metadata file."""
-        return str(self.java.operations().current().metadataFileLocation())
+        return str(self._location())
 
     def ancestry(self) -> Iterator[SnapshotInfo]:
         """The current snapshot, then its parent, and so on (snapshots of other branches left out)."""
