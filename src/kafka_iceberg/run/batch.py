@@ -184,11 +184,12 @@ class BatchProcessor:
             return frame
 
         try:
-            if self._already_committed(batch_id, stream):
-                report.batch_latency_s = time.monotonic() - started
-                self._notify(report)
-                return report
-            self._process(raw, batch_id=batch_id, stream=stream, offsets=offsets, report=report, persist=persist)
+            with self.writer.batch():  # one load of the table for the batch's reads, one more to commit
+                if self._already_committed(batch_id, stream):
+                    report.batch_latency_s = time.monotonic() - started
+                    self._notify(report)
+                    return report
+                self._process(raw, batch_id=batch_id, stream=stream, offsets=offsets, report=report, persist=persist)
         except Exception as exc:
             report.error = f"{type(exc).__name__}: {exc}"
             self._notify(report)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -104,11 +105,40 @@ class TableWriter:
         )
         self._sleep = sleep
         self._iceberg = IcebergTable(spark, self.table)
+        self._in_batch = False  # inside :meth:`batch`
+        self._loaded = False  # this batch loaded the table already (never True outside a batch)
 
     @property
     def quoted(self) -> str:
         """The table's name as a quoted Spark SQL identifier."""
         return ".".join(quote(p) for p in (self.catalog, self.spec.namespace, self.spec.name))
+
+    # -- loading -----------------------------------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One batch's reads of the table share one load from the catalog.
+
+        Inside, markers, schema, plan and the data files' target read the table as the batch's first
+        read loaded it (loaded again after :meth:`apply` changed it); :meth:`commit` loads it once
+        more, to see a marker committed meanwhile. Outside, every read loads it. Each load is a
+        round trip to the catalog (signed, and on a cluster remote), answered with the whole
+        metadata file, which grows with the table's snapshots.
+        """
+        if self._in_batch:  # a commit inside a batch
+            yield
+            return
+        self._in_batch, self._loaded = True, False
+        try:
+            yield
+        finally:
+            self._in_batch = self._loaded = False
+
+    def _table(self) -> IcebergTable:
+        """The table, loaded from the catalog unless this batch has loaded it already."""
+        if not self._loaded:
+            self._iceberg.refresh()
+            self._loaded = self._in_batch
+        return self._iceberg
 
     # -- table management --------------------------------------------------------------------------
     def exists(self) -> bool:
@@ -116,16 +146,16 @@ class TableWriter:
         return bool(self.spark.catalog.tableExists(self.table))
 
     def current_schema(self) -> StructType | None:
-        """The table's schema (refreshed from the catalog), or None when there is no table."""
+        """The table's schema (as this batch loaded it, :meth:`batch`), or None when there is no table."""
         if not self.exists():
             return None
-        return self._iceberg.refresh().schema()
+        return self._table().schema()
 
     def _state(self) -> TableState:
-        namespace_exists = bool(self.spark.catalog.databaseExists(f"{self.catalog}.{self.spec.namespace}"))
-        if not namespace_exists or not self.exists():
+        if not self.exists():  # asked first: a table's namespace exists, so one question, not two, per batch
+            namespace_exists = bool(self.spark.catalog.databaseExists(f"{self.catalog}.{self.spec.namespace}"))
             return TableState(namespace_exists=namespace_exists, exists=False)
-        t = self._iceberg.refresh()
+        t = self._table()
         return TableState(
             namespace_exists=True,
             exists=True,
@@ -158,7 +188,7 @@ class TableWriter:
         try:
             self._run(plan)
         except Exception as exc:
-            self._iceberg.forget()
+            self._forget()
             if not any(word in str(exc).lower() for word in _RACE_WORDS):
                 raise
             fresh = self.plan(plan.desired)
@@ -170,7 +200,12 @@ class TableWriter:
             log.info("table %s changed while applying its plan; applying the rest", self.table)
             self._run(fresh)
         finally:
-            self._iceberg.forget()
+            self._forget()
+
+    def _forget(self) -> None:
+        """Drop the loaded table (created, evolved or dropped since): the next read loads it."""
+        self._iceberg.forget()
+        self._loaded = False
 
     def _run(self, plan: TablePlan) -> None:
         created = False
@@ -224,7 +259,7 @@ class TableWriter:
         """
         if not self.exists():
             return None
-        self._iceberg.refresh()
+        self._table()
         found = self._markers(stream)
         if found is None:
             return None
@@ -233,9 +268,13 @@ class TableWriter:
         except ValueError as exc:
             raise CommitMarkerError(f"table {self.table}: {exc}") from None
 
-    def _find(self, marker: CommitMarker) -> SnapshotInfo | None:
-        """The snapshot holding exactly ``marker`` (this pipeline, stream and batch id), if committed."""
-        self._iceberg.refresh()
+    def _find(self, marker: CommitMarker, *, load: bool = True) -> SnapshotInfo | None:
+        """The snapshot holding exactly ``marker`` (this pipeline, stream and batch id), if committed.
+
+        ``load=False`` looks in the table as loaded: a commit through it leaves it current.
+        """
+        if load:
+            self._iceberg.refresh()
         found = self._markers(marker.stream)
         if found is not None and found[0].get(BATCH_ID_KEY) == str(marker.batch_id):
             return next((s for s in self._iceberg.ancestry() if s.snapshot_id == found[1]), None)
@@ -258,6 +297,11 @@ class TableWriter:
             CommitConflictError: commits still conflicted after every retry; nothing was committed.
             CommitMarkerError: the marker could not be found after the commit.
         """
+        self._loaded = False  # loaded again: another run of this stream may have committed since the batch began
+        with self.batch():  # the marker check's load serves the commit and the look for its snapshot
+            return self._commit(rows, marker, written)
+
+    def _commit(self, rows: DataFrame | None, marker: CommitMarker, written: list[WrittenFile] | None) -> CommitResult:
         started = time.monotonic()
         last = self.last_commit(marker.stream)
         if last is not None and marker.batch_id <= last.batch_id:
@@ -287,17 +331,19 @@ class TableWriter:
         summary = marker.summary(self.pipeline_id)
 
         def attempt(retry: int) -> SnapshotInfo:
+            # Loaded by the marker check (again after an evolution since), or by _find on a retry.
+            table = self._table() if retry == 0 else self._iceberg
             if retry > 0:
                 landed = self._find(marker)  # an attempt whose commit state was unknown may have landed
                 if landed is not None:
                     return landed
-            table = self._iceberg.refresh()
             if files is not None:
                 append_files(self.spark, table.java, files, summary)  # always a snapshot, files or not
             else:
                 table_schema = table.schema()
                 with_commit_properties(self.spark, summary, lambda: self._write(data, table_schema))
-            found = self._find(marker)
+            # A commit through the loaded table leaves it current; Spark's, through another instance, may not.
+            found = self._find(marker, load=False) or self._find(marker)
             if found is None and files is None:
                 # Spark's action committed nothing (a dynamic overwrite of no rows): the offsets still advance.
                 empty = self.spark.createDataFrame([], table_schema)
@@ -335,7 +381,7 @@ class TableWriter:
         return write_engine(self.spec)
 
     def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
-        table = self._iceberg.refresh()
+        table = self._table()
         data = modes.aligned(modes.drop_internal(rows), table.schema())
         return write_frame(data, file_target(self.spark, table.java))
 
@@ -346,7 +392,7 @@ class TableWriter:
         committed (:meth:`commit` with ``written``). The table must exist with the batch's columns
         (:meth:`plan`, :meth:`apply`).
         """
-        table = self._iceberg.refresh()
+        table = self._table()
         schema = table.schema()
         internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
         data = modes.aligned(frame, schema, keep=internal)
@@ -361,7 +407,7 @@ class TableWriter:
         the tasks leave to Spark come back as a cached frame of the same shape
         (:func:`~kafka_iceberg.write.certified.write_where_parsed`).
         """
-        table = self._iceberg.refresh()
+        table = self._table()
         target = file_target(self.spark, table.java)
         return write_where_parsed(frame, self.spec, layout, target, pt=pt, rules=rules, persist=persist)
 

@@ -1,0 +1,102 @@
+"""What one batch asks of the REST catalog, counted on the wire.
+
+On a cluster every catalog request is a signed round trip to a remote service (S3 Tables bills
+them), answered with the table's whole metadata file, which grows with its snapshots; with a
+``processing_time`` of seconds they are a visible part of every batch's latency. A counting proxy
+in front of the local stack's SigV4-signed catalog sees what the writer sends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+from kafka_iceberg.catalogs import render
+from kafka_iceberg.local.profile import local_catalog_profile
+from kafka_iceberg.run.batch import BatchProcessor
+from kafka_iceberg.session import attach_catalogs
+from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.write.marker import BATCH_ID_KEY
+from tests.decode.conftest import KAFKA_SCHEMA, Msg, kafka_rows
+from tests.support.http_count import CountingProxy
+
+pytestmark = pytest.mark.integration
+COUNTED = "counted"
+STREAM = "requests-stream"
+
+
+QUIET = "counted_quiet"  # the same, with no commit reports
+
+
+@pytest.fixture(scope="module")
+def proxy(lake: Any) -> Iterator[CountingProxy]:
+    """The local catalog attached once more, as ``counted`` and ``counted_quiet``, through a counting proxy."""
+    upstream = urlparse(lake.status["catalog"]["uri"])
+    with CountingProxy((str(upstream.hostname), int(upstream.port or 80))) as counting:
+        profile = local_catalog_profile().model_copy(update={"uri": counting.url})
+        quiet = profile.model_copy(update={"properties": {"rest-metrics-reporting-enabled": "false"}})
+        attach_catalogs(lake.spark, [render(COUNTED, profile), render(QUIET, quiet)], lake.resolver)
+        yield counting
+
+
+def batch(spark: Any, first_id: int) -> Any:
+    values = [json.dumps({"id": first_id + i, "note": f"n{i}"}) for i in range(3)] + ["not json"]
+    messages = [Msg(None, v, offset=first_id + i) for i, v in enumerate(values)]
+    return spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "engine", "catalog"),
+    [
+        ("json", "arrow", COUNTED),
+        ("flatten", "arrow", COUNTED),
+        ("flatten", "spark", COUNTED),
+        ("json", "arrow", QUIET),
+    ],
+    ids=["json-arrow-where-parsed", "flatten-arrow", "flatten-spark", "no-commit-report"],
+)
+def test_a_batch_loads_its_table_twice_and_commits_once(lake, proxy, fmt, engine, catalog):
+    """Once when the batch starts, once to check the markers right before the commit, then Iceberg's
+    own commit requests: no namespace check, no load of ours after the commit (12-13 requests before)."""
+    ns = lake.new_namespace("req")
+    spec = TableSpec.model_validate(
+        {
+            "name": "events",
+            "namespace": ns,
+            # json: the Arrow decoder's records written where parsed, the bad one through Spark's (two jobs)
+            "source": {"topics": ["t"], "format": fmt, **({"decoder": "arrow"} if fmt == "json" else {})},
+            **({"schema": {"columns": {"id": "long", "note": "string"}}} if fmt == "flatten" else {}),
+            "partition_window": "none",
+            "errors": {"skip_error": True},
+            "write": {"engine": engine},
+        }
+    )
+    processor = BatchProcessor(lake.spark, "unit", spec, catalog)
+    processor.resume(STREAM)
+    processor.process(batch(lake.spark, 0), batch_id=0, stream=STREAM)  # creates the table
+    proxy.take()
+
+    for batch_id in (1, 2):
+        report = processor.process(batch(lake.spark, 10 * batch_id), batch_id=batch_id, stream=STREAM)
+        requests = [(method, path.split("/namespaces/", 1)[1]) for method, path in proxy.take()]
+        table = f"{ns}/tables/events"
+        assert requests == [
+            ("GET", table),  # the batch's load: markers, schema, plan, where the files go
+            ("GET", table),  # the markers again, right before the commit
+            ("GET", table),  # Iceberg's commit: the metadata it commits on,
+            ("POST", table),  # the commit,
+            ("GET", table),  # the metadata after it (to find its snapshot among newer ones),
+            *([("POST", f"{table}/metrics")] if catalog == COUNTED else []),  # and its commit report
+        ], "\n".join(map(str, requests))
+        assert report.committed and report.records_written == 3 and report.records_skipped == 1
+
+    table = lake.pyiceberg().load_table(f"{ns}.events")
+    assert sorted(table.scan(selected_fields=("offset",)).to_arrow().column("offset").to_pylist()) == [
+        0, 1, 2, 10, 11, 12, 20, 21, 22,
+    ]  # fmt: skip
+    summary = table.current_snapshot().summary
+    assert summary[BATCH_ID_KEY] == "2"
