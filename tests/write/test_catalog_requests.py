@@ -26,10 +26,8 @@ from tests.support.http_count import CountingProxy
 
 pytestmark = pytest.mark.integration
 COUNTED = "counted"
-STREAM = "requests-stream"
-
-
 QUIET = "counted_quiet"  # the same, with no commit reports
+STREAM = "requests-stream"
 
 
 @pytest.fixture(scope="module")

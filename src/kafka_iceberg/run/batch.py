@@ -142,7 +142,7 @@ class BatchProcessor:
 
     def resume(self, stream: str) -> CommitMarker | None:
         """The last commit of ``stream``; prepares error-topic de-duplication from it."""
-        last = self.writer.last_commit(stream) if self.writer.exists() else None
+        last = self.writer.last_commit(stream)
         self._error_offsets = {t: dict(p) for t, p in last.error_offsets.items()} if last else {}
         self._dropped = int(last.extra.get(DROPPED, "0")) if last else 0
         self._offsets = {t: dict(p) for t, p in last.offsets.items()} if last else {}
@@ -209,7 +209,7 @@ class BatchProcessor:
         time (the error topic's de-duplication starts after the last commit); the commit itself
         would be skipped anyway.
         """
-        last = self.writer.last_commit(stream) if self.writer.exists() else None
+        last = self.writer.last_commit(stream)
         if last is None or batch_id > last.batch_id:
             return False
         log.info("%s: batch %d of %s is already committed; skipped", self.spec.identifier, batch_id, stream)

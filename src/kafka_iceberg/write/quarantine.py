@@ -59,7 +59,7 @@ class QuarantineTable:
         given their offsets there, so only the table's own write runs in Spark.
         """
         writer = self._writer()
-        last = writer.last_commit(QUARANTINE_STREAM) if writer.exists() else None
+        last = writer.last_commit(QUARANTINE_STREAM)
         if isinstance(errors, list):
             return self._append_rows(writer, last, errors, batch_id)
         from pyspark.sql import functions as F

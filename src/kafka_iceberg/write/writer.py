@@ -331,12 +331,11 @@ class TableWriter:
         summary = marker.summary(self.pipeline_id)
 
         def attempt(retry: int) -> SnapshotInfo:
-            # Loaded by the marker check (again after an evolution since), or by _find on a retry.
-            table = self._table() if retry == 0 else self._iceberg
             if retry > 0:
                 landed = self._find(marker)  # an attempt whose commit state was unknown may have landed
                 if landed is not None:
                     return landed
+            table = self._table()  # as the marker check or _find loaded it (loaded again after an evolution)
             if files is not None:
                 append_files(self.spark, table.java, files, summary)  # always a snapshot, files or not
             else:
