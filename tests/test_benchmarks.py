@@ -129,15 +129,15 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
         entry = run.new_entry(ds, gen, "append")
         entry["framework"] = [attempt(4.0, 7.0, profile=profile), attempt(3.0, 6.0, profile=profile)]
         entry["baseline_a"] = [attempt(2.0, 3.0)]
-        if "framework_arrow" in entry:  # flatten: measured with both decoders, and baseline (c)
-            entry["framework_arrow"] = [attempt(6.0, 9.0)]
+        if ds.fmt == "flatten":  # measured with both decoders (auto: Arrow's), and baselines (c) and (d)
+            entry["framework_spark_decoder"] = [attempt(6.0, 9.0)]
             good_mb = entry["megabytes"] * 0.99
             entry["baseline_c"] = [attempt(1.5, 2.0, records=gen.good_records, megabytes=good_mb)]
             entry["baseline_d"] = [attempt(1.0, 1.5, records=gen.good_records, megabytes=good_mb)]
             entry["framework_spark_writer"] = [attempt(5.0, 8.0)]  # auto took the Arrow writer for flatten
             entry["framework_broker"] = [attempt(4.0, 8.0)]  # the same messages through Spark's Kafka source
             entry["baseline_a_broker"] = [attempt(2.5, 2.0)]
-        if "framework_spark_decoder" in entry:  # json: auto took the Arrow decoder; Spark's measured beside it
+        elif "framework_spark_decoder" in entry:  # json: auto took the Arrow decoder; Spark's measured beside it
             entry["framework_spark_decoder"] = [attempt(5.0, 8.0)]
             entry["framework_spark_writer"] = [attempt(6.0, 9.0)]
         entry["baseline_b"] = [attempt(1.0, 0.9, records=gen.good_records, megabytes=0.1, peak_rss_mb=200.0)]
@@ -163,11 +163,11 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     ratios = back["runs"][0]["summary"]["ratios"]
     assert ratios["vs_a_wall"] == pytest.approx(2.0 / 3.0, abs=1e-3)  # the faster framework attempt counts
     assert ratios["overhead_vs_a_wall"] == pytest.approx(0.5, abs=1e-3)
-    assert ratios["arrow_decoder_vs_a_wall"] == pytest.approx(2.0 / 6.0, abs=1e-3)
-    assert ratios["arrow_vs_spark_decoder_wall"] == pytest.approx(0.5, abs=1e-3)
+    assert ratios["arrow_decoder_vs_a_wall"] == pytest.approx(2.0 / 3.0, abs=1e-3)  # auto: the Arrow decoder
+    assert ratios["arrow_vs_spark_decoder_wall"] == pytest.approx(6.0 / 3.0, abs=1e-3)
     # (c) is compared per MB (it reads the good messages only): 0.99 MB in 1.5 s against 1 MB in 2 s
     assert ratios["c_vs_a_wall"] == pytest.approx(0.99 * 2.0 / 1.5, rel=0.02)  # rates are rounded
-    assert ratios["arrow_decoder_vs_c_wall"] == pytest.approx((1 / 6.0) / (0.99 / 1.5), rel=0.02)
+    assert ratios["arrow_decoder_vs_c_wall"] == pytest.approx((1 / 3.0) / (0.99 / 1.5), rel=0.02)
     # (d) per MB too; the framework (auto: the Arrow writer, 3 s) against Spark's writer (5 s) and (d)
     assert ratios["d_vs_a_wall"] == pytest.approx(0.99 * 2.0 / 1.0, rel=0.02)
     assert ratios["framework_vs_d_wall"] == pytest.approx((1 / 3.0) / (0.99 / 1.0), rel=0.02)

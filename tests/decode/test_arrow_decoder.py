@@ -127,8 +127,8 @@ def test_a_bad_record_far_into_a_batch_is_reparsed_with_part_of_its_block_only(m
     thrown_away: list[int] = []
     reader_of = arrow._reader
 
-    def counting(layout: Layout) -> Any:
-        read = reader_of(layout)
+    def counting(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
+        read = reader_of(layout, nested)
 
         def counted(buffer: pa.Buffer) -> Any:
             try:
@@ -167,20 +167,86 @@ def test_a_failing_block_after_blocks_that_cannot_be_kept_marks_no_innocent_reco
     assert [i for i, ok in enumerate(checked.column(arrow.OK).to_pylist()) if not ok] == [5, 2000]
 
 
-def test_nested_values_in_string_columns_are_left_to_spark(run):
-    """Spark writes a nested value as Jackson re-serialises it; Arrow cannot reproduce that text."""
+NESTED_JACKSON_KEEPS = [  # Jackson re-serialises these to the text sent: certified
+    {"a": [1, "x y", True, None, {}], "b": "ünï / ©"},
+    [],
+    ["one", "two"],
+    {"deep": {"er": [[{"k": -12}]]}},
+    {"big": 123456789012345678901234567890},
+]
+NESTED_JACKSON_CHANGES = [  # ... and these not: left to Spark
+    '{"a":[1.50]}',  # 1.5
+    '{"a":1e3}',  # 1000.0
+    '{"a":-0}',  # 0
+    '{"a": 1}',  # {"a":1}
+    '{"a":"\\u00e9"}',  # é
+    '{"a":"q\\"q"}',  # Jackson re-escapes: kept as sent, but left to Spark with every backslash
+    '[[[[[[[["too deep for the expressions"]]]]]]]]',
+]
+
+
+def test_nested_values_in_string_columns_are_certified_where_jackson_prints_them_back_unchanged(run):
+    """Spark writes a nested value as Jackson re-serialises it; where that is the text as sent (compact,
+    no escape, no fraction, exponent or -0), Arrow's path reads the text itself, and the rows are the
+    Spark decoder's (``run`` compares them)."""
     spec = table(
         "flatten",
-        schema={"columns": {"id": "long", "ctx": "string"}},
+        schema={"columns": {"id": "long", "ctx": "string", "tags": "string", "name": "string"}},
         schema_evolution="strict",
         source_decoder="arrow",
     )
-    messages = [Msg("k", json.dumps({"id": i, "ctx": {"a": [i, 1.50, "x"]}})) for i in range(3)]
-    messages.append(Msg("k", b'{"id":99,"ctx":"flat"}'))
+    keeps = [
+        Msg("k", json.dumps({"id": i, "ctx": v, "tags": ["a"], "name": "n"}, ensure_ascii=False, separators=(",", ":")))
+        for i, v in enumerate(NESTED_JACKSON_KEEPS)
+    ]
+    changes = [Msg("k", f'{{"id":{100 + i},"ctx":{v},"tags":["a"]}}') for i, v in enumerate(NESTED_JACKSON_CHANGES)]
+    scalars = [Msg("k", b'{"id":200,"ctx":"flat","tags":null}'), Msg("k", b'{"id":201,"ctx":12,"tags":[true]}')]
+    doubled = [Msg("k", b'{"id":300,"ctx":{},"ctx":[]}'), Msg("k", b'{"id":301,"ctx":{},"promo":[]}')]
+    result = run(spec, keeps + changes + scalars + doubled)
+    rows = {row["id"]: row for row in result.rows}
+    assert len(rows) == len(keeps) + len(changes) + len(scalars)
+    assert rows[0]["ctx"] == '{"a":[1,"x y",true,null,{}],"b":"ünï / ©"}' and rows[0]["tags"] == '["a"]'
+    assert rows[100]["ctx"] == '{"a":[1.5]}' and rows[103]["ctx"] == '{"a":1}'
+    assert rows[200]["ctx"] == "flat" and rows[201]["ctx"] == "12" and rows[201]["tags"] == "[true]"
+    assert len(result.errors) == 2  # a duplicate key and an unknown one
+    assert certified(result) == len(keeps) + len(scalars)
+
+
+def _nested_value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(9 if depth < 4 else 5)
+    if kind == 0:
+        return rng.choice([0, 7, -12, 2**70, -(2**63)])
+    if kind == 1:
+        return rng.choice([1.5, 0.1, 1e-7, 2.0, -0.0, 1e300])
+    if kind == 2:
+        return rng.choice(["x", "", "ünï", 'q"q', "back\\slash", "tab\t", "/", "\u2028", "😀", "\x7f\x85", "€"])
+    if kind == 3:
+        return rng.choice([True, False, None])
+    if kind == 4:
+        return "plain words"
+    if kind < 7:
+        return [_nested_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(["a", "b", "ünï", "k k"]): _nested_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def test_generated_nested_values_are_written_as_sparks_decoder_writes_them(run):
+    """Hundreds of nested values of every kind, compact or spaced, escaped or not: the rows are the
+    Spark decoder's (``run`` compares them), and the compact ones without escapes are Arrow's."""
+    spec = table(
+        "flatten",
+        schema={"columns": {"id": "long", "ctx": "string", "tags": "string"}},
+        schema_evolution="strict",
+        source_decoder="arrow",
+    )
+    rng = random.Random(11)
+    messages = []
+    for i in range(600):
+        doc = {"id": i, "ctx": _nested_value(rng, 1), "tags": [_nested_value(rng, 2)]}
+        separators = (",", ":") if rng.random() < 0.8 else (", ", ": ")
+        messages.append(Msg("k", json.dumps(doc, ensure_ascii=rng.random() < 0.3, separators=separators)))
     result = run(spec, messages)
-    assert len(result.rows) == 4
-    assert result.by_offset()[0]["ctx"] == '{"a":[0,1.5,"x"]}'
-    assert certified(result) == 1
+    assert len(result.rows) == 600 and result.errors == []
+    assert 200 < certified(result) < 600
 
 
 def _corpus_spec(fmt: str) -> TableSpec:
@@ -243,7 +309,8 @@ FLATTEN_LAYOUT = Layout(fmt="flatten", source="v", columns=(("id", "long"), ("d"
         (b'{"id":1,"x":null}', "a key that is no column, even holding null"),
         (b'{"id":1,"id":1}', "a duplicate key"),
         (b'{"s":"\xff"}', "invalid UTF-8, which Arrow's JSON reader passes through"),
-        (b'{"s":{"a":1}}', "a nested value in a string column"),
+        (b'{"s":{"a":1.5}}', "a nested value Jackson prints differently (1.5 is kept, 1.50 would not be)"),
+        (b'{"s":{"a":1},"x":2}', "a nested value, and a key that is no column"),
         (b'{"s":12}', "a number in a string column (Spark writes Jackson's rendering)"),
         (b'{"id":1e2}', "an exponent in a long column"),
         (b'{"s":"a\nb"}', "a raw line break"),

@@ -21,7 +21,9 @@ What is certified (everything else takes the Spark path):
   ``double``, ``boolean`` and ``string`` columns hold a JSON value of their type (a double that
   is not finite, or is ``-0``, is not certified); other column types hold a JSON string, which
   Spark then converts with the Spark decoder's own conversion. A nested object or array in a
-  ``string`` column is not certified: Spark writes it as Jackson re-serialises it.
+  ``string`` column is certified where its text is what Jackson's re-serialisation gives
+  (:func:`_nested_values`: compact, no backslash, no fraction or exponent, no ``-0``); Spark writes
+  every other one as Jackson re-serialises it.
 - flatten written where parsed (``write/certified.py``): ``timestamp`` and ``date`` columns are
   converted from their JSON text by :func:`convert_text` too, where the text has a canonical ISO
   8601 form (``2024-05-01``, ``2024-05-01T10:00:00.123+02:00``) that reads back unchanged; a
@@ -58,9 +60,9 @@ AUTO_ARROW: frozenset[str] = frozenset()
 # The formats ``decoder: auto`` decodes with Arrow where the Arrow writer's single pass writes the
 # records it certifies in the task that parses them (write/certified.py), so that they never become
 # Spark rows: json measured 1.04-1.26x the Spark decoder's whole run there on clean topics
-# (docs/decode.md, "Measured"). Flatten qualifies only with native column types, which no
-# benchmark dataset has yet.
-AUTO_ARROW_WHERE_PARSED = frozenset({"json"})
+# (docs/decode.md, "Measured"); flatten once its nested values were certified (stop 35: the
+# benchmark's clean flatten topic 1.65x the Spark decoder's whole run in a focused run).
+AUTO_ARROW_WHERE_PARSED = frozenset({"json", "flatten"})
 # Batches ``auto`` decodes with Spark's decoder after one whose records Arrow did not all certify
 # (bad records, or ones it leaves to Spark): such a batch takes a second, small Spark job, and on
 # topics with 0.5 % bad records that made whole runs 0.77-0.93x Spark's decoder.
@@ -231,14 +233,22 @@ def certify_batch(batch: pa.RecordBatch, layout: Layout) -> pa.RecordBatch:
     ok = np.zeros(len(picked), dtype=bool)
     types = [layout.arrow_type(t) for _, t in layout.columns]
     columns: list[list[pa.Array]] = [[] for _ in types]
-    for span in _parse(candidates, layout):
+    nested = _nested_columns(candidates, layout)
+    fits, texts = _nested_values(candidates, layout, nested) if nested else (None, {})
+    for span in _parse(candidates, layout, nested):
         if span.table is None:
             for i, arrow_type in enumerate(types):
                 columns[i].append(pa.nulls(span.hi - span.lo, arrow_type))
             continue
         ok[span.lo : span.hi] = span.ok & _post_check(span.table, layout)
         for i, (name, _) in enumerate(layout.columns):
-            columns[i].append(span.table.column(_arrow_name(layout, i, name)).combine_chunks().cast(types[i]))
+            if name not in texts:
+                columns[i].append(span.table.column(_arrow_name(layout, i, name)).combine_chunks().cast(types[i]))
+    if fits is not None:
+        ok &= fits
+        for i, (name, _) in enumerate(layout.columns):
+            if name in texts:
+                columns[i] = [texts[name]]
 
     position = np.full(n, -1, dtype=np.int64)  # record → its row among the candidates
     position[picked] = np.arange(len(picked))
@@ -293,6 +303,105 @@ def _candidates(payload: pa.Array, layout: Layout) -> Any:
     return keep
 
 
+# A flatten ``string`` column holding an object or array: Spark's decoder writes it as Jackson's
+# ``copyCurrentStructure`` re-serialises it. Its text as sent is that text when it is compact, has no
+# backslash (no escape to rewrite), no character outside the BMP (written as an escaped surrogate
+# pair), no number with a fraction or exponent (Jackson prints doubles
+# with Java's ``Double.toString``) and no ``-0`` (printed ``0``). Those columns are read by regular
+# expressions over the message (RE2, linear time) instead of by Arrow's reader, which refuses an
+# object where it expects a string; a message they cannot read is left to Spark.
+_WS = "[ \\t]*"
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_SCALAR = r"[-+.0-9a-zA-Z]+"  # a number, true, false or null (Arrow's parse checks their syntax)
+_NESTING = 6  # levels of nested objects and arrays the expressions follow; deeper values are Spark's
+_PLAIN_KEY = re.compile(r'[^"\\\x00-\x1f]+')  # a name JSON spells without escapes
+_UNLIKE_JACKSON = r"[ \t]|[0-9][.eE]|(?:^|[^0-9])-0(?:[^0-9]|$)"  # in the text outside strings
+_JACKSON_SCALAR = r"^(?:true|false|-?[1-9][0-9]*|0)$"  # a scalar Jackson prints back unchanged
+_ESCAPED_BY_JACKSON = r"[\\\x{10000}-\x{10FFFF}]"  # a backslash; a character outside the BMP (printed \uD83D\uDE00)
+
+
+def _nested(depth: int) -> str:
+    """An object or array (syntax already checked) nested at most ``depth`` levels."""
+    inner = rf'(?:{_STRING}|[^"\[\]{{}}])*'
+    for _ in range(depth - 1):
+        inner = rf'(?:{_STRING}|[^"\[\]{{}}]|[\[{{]{inner}[\]}}])*'
+    return rf"[\[{{]{inner}[\]}}]"
+
+
+_VALUE = f"(?:{_STRING}|{_SCALAR}|{_nested(_NESTING)})"
+
+
+def _nested_columns(candidates: pa.Array, layout: Layout) -> tuple[str, ...]:
+    """The flatten ``string`` columns some candidate holds an object or array in."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if layout.fmt != "flatten" or not all(_PLAIN_KEY.fullmatch(name) for name, _ in layout.columns):
+        return ()
+    names = [name for name, t in layout.columns if t == "string"]
+
+    def holding(keys: list[str], values: pa.Array) -> pa.Array:
+        alternatives = "|".join(re.escape(k) for k in keys)
+        held = pc.match_substring_regex(values, f'"(?:{alternatives})"{_WS}:{_WS}[\\[{{]')
+        return values.filter(held.fill_null(False))
+
+    found: list[str] = []
+    some = holding(names, candidates) if names else candidates[:0]
+    while len(some):  # one pass per column found: the first such key of each record names one
+        first = pc.extract_regex(some, f'"(?P<k>{"|".join(re.escape(k) for k in names)})"{_WS}:{_WS}[\\[{{]')
+        keys = pc.unique(pc.struct_field(first, [0]).drop_null()).cast(pa.string()).to_pylist()
+        found += [k for k in keys if k not in found]
+        if not keys:  # cannot be (the same expression matched), but never loop on it
+            break
+        names = [k for k in names if k not in found]
+        some = holding(names, some) if names else some[:0]
+    return tuple(name for name, _ in layout.columns if name in found)
+
+
+def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]) -> tuple[Any, dict[str, pa.Array]]:
+    """(fits, texts): which candidates the expressions read, and each nested column's values.
+
+    A candidate fits when its top level is exactly the table's keys, spelled without escapes (so
+    no unknown key, which Arrow's reader now ignores), each ``nested`` key is in the message at
+    most once and, when there, holds null, a string without backslash, an object or array Jackson
+    prints back unchanged, or a number or boolean it does (:data:`_UNLIKE_JACKSON`). A value is
+    taken where its key is; that is the top level because no nested value holds a ``nested`` key
+    (checked): every other place a nested value could be fails Arrow's parse (a typed column) or
+    the top-level check (an unknown key), and no string can hold ``"key":`` unescaped.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = "|".join(re.escape(name) for name, _ in layout.columns)
+    pair = f'"(?:{keys})"{_WS}:{_WS}{_VALUE}'
+    fits = pc.match_substring_regex(candidates, f"^\\{{{_WS}(?:{pair}{_WS}(?:,{_WS}{pair}{_WS})*)?\\}}$")
+    fits = fits.fill_null(False).to_numpy(zero_copy_only=False).copy()
+    any_key = f'"(?:{"|".join(re.escape(name) for name in nested)})"{_WS}:'
+    texts: dict[str, pa.Array] = {}
+    for name in nested:
+        key = f'"{re.escape(name)}"{_WS}:'
+        count = pc.count_substring_regex(candidates, key).to_numpy(zero_copy_only=False)
+        value = pc.struct_field(pc.extract_regex(candidates, f"{key}{_WS}(?P<v>{_VALUE})"), [0])
+        value = value.cast(pa.string())  # candidates are valid UTF-8
+        escaped = pc.or_(pc.match_substring_regex(value, _ESCAPED_BY_JACKSON), pc.match_substring_regex(value, any_key))
+        structure = pc.or_(pc.starts_with(value, "{"), pc.starts_with(value, "["))
+        outside = pc.replace_substring_regex(value, r'"[^"]*"', '""')
+        quoted = pc.starts_with(value, '"')
+        exact = pc.and_(
+            pc.invert(escaped),
+            pc.if_else(
+                structure,
+                pc.invert(pc.match_substring_regex(outside, _UNLIKE_JACKSON)),
+                pc.or_(quoted, pc.or_(pc.equal(value, "null"), pc.match_substring_regex(value, _JACKSON_SCALAR))),
+            ),
+        )
+        exact = exact.fill_null(False).to_numpy(zero_copy_only=False)
+        fits &= (count == 0) | ((count == 1) & exact)
+        text = pc.if_else(quoted, pc.utf8_slice_codeunits(value, 1, -1), value)
+        texts[name] = pc.if_else(pc.equal(value, "null"), pa.scalar(None, pa.string()), text)
+    return fits, texts
+
+
 def _invalid_utf8(values: pa.Array) -> Any:
     """Positions of values that are not UTF-8: one cast when all are (the usual case), else halves."""
     import numpy as np
@@ -338,8 +447,10 @@ class Span:
     ok: Any  # numpy bool array, or None
 
 
-def _parse(candidates: pa.Array, layout: Layout) -> list[Span]:
+def _parse(candidates: pa.Array, layout: Layout, nested: tuple[str, ...] = ()) -> list[Span]:
     """Spans covering ``candidates`` in order; a span without a table is left to Spark.
+
+    ``nested``: columns read by :func:`_nested_values`, which the parse skips.
 
     A failed parse that names its row (JSON syntax errors) splits the span around that row;
     other failures (a value that does not convert, two documents on one line making more rows
@@ -357,7 +468,7 @@ def _parse(candidates: pa.Array, layout: Layout) -> list[Span]:
     data = lines.buffers()[2]
     ends = np.cumsum(pc.binary_length(lines).to_numpy(zero_copy_only=False).astype(np.int64))
     starts = np.concatenate(([0], ends[:-1]))
-    reader = _reader(layout)
+    reader = _reader(layout, nested)
 
     out: list[Span] = []
     todo = [(0, n)]
@@ -394,8 +505,12 @@ def _parse(candidates: pa.Array, layout: Layout) -> list[Span]:
     return out
 
 
-def _reader(layout: Layout) -> Any:
-    """A function parsing a buffer of lines: (table or None, the first row it could not parse or None)."""
+def _reader(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
+    """A function parsing a buffer of lines: (table, which of its rows passed).
+
+    ``nested``: flatten columns the parse skips (with any other unknown key: :func:`_nested_values`
+    has checked the keys of every candidate it lets through).
+    """
     import numpy as np
     import pyarrow as pa
     import pyarrow.csv as pcsv
@@ -439,8 +554,8 @@ def _reader(layout: Layout) -> Any:
 
         return read_csv
 
-    strict = layout.fmt == "flatten"
-    schema = pa.schema([(name, layout.arrow_type(t)) for name, t in layout.columns])
+    strict = layout.fmt == "flatten" and not nested
+    schema = pa.schema([(name, layout.arrow_type(t)) for name, t in layout.columns if name not in nested])
     # Unknown keys are inferred rather than refused: an error would not say which row holds one.
     options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer" if strict else "ignore")
 
@@ -463,7 +578,7 @@ def _reader(layout: Layout) -> Any:
 
     def checked(table: pa.Table) -> tuple[pa.Table, Any]:
         ok = np.ones(table.num_rows, dtype=bool)
-        extra = [table.column(i) for i in range(len(layout.columns), table.num_columns)]
+        extra = [table.column(i) for i in range(len(schema), table.num_columns)]
         if any(pa.types.is_null(column.type) for column in extra):
             raise pa.ArrowInvalid("a key holding only null: which rows hold it is not known")
         for column in extra:  # keys that are no column: the Spark decoder explains them
@@ -480,10 +595,11 @@ def _post_check(table: pa.Table, layout: Layout) -> Any:
     ok = np.ones(table.num_rows, dtype=bool)
     if layout.fmt != "flatten":
         return ok
-    for i, (_, col_type) in enumerate(layout.columns):
+    for name, col_type in layout.columns:
         if col_type == "double":
-            values = table.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
-            present = ~np.isnan(values) | table.column(i).is_null().to_numpy(zero_copy_only=False)
+            column = table.column(name)
+            values = column.to_numpy(zero_copy_only=False).astype(np.float64)
+            present = ~np.isnan(values) | column.is_null().to_numpy(zero_copy_only=False)
             ok &= present & ~np.isinf(values) & ~((values == 0) & np.signbit(values))
     return ok
 
