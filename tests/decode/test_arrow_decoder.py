@@ -393,6 +393,40 @@ def test_timestamps_and_dates_the_arrow_writer_converts_are_the_values_sparks_co
     assert keep.any() == zoneless_utc  # without an offset: Spark reads it in its session time zone
 
 
+def _number_texts(rng: random.Random, n: int) -> list[str]:
+    """CSV field text near the canonical numbers and booleans: signs, spaces, zeros, exponents, bounds."""
+    edges = ["2147483647", "2147483648", "-2147483648", "-2147483649", "999999999", "1000000000",
+             "9223372036854775807", "9223372036854775808", "999999999999999999", "-0", "0", "-0.0", "0.0",
+             "+1", " 1", "1 ", "01", "1.", ".5", "1e3", "1E-3", "NaN", "Infinity", "-", "", "1_000",
+             "\uff10", "true", "false", "True", "FALSE", " true", "yes", "1", "t"]  # fmt: skip
+    out = list(edges)
+    for _ in range(n):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 21)))
+        text = (digits.lstrip("0") or "0") if rng.random() < 0.8 else digits
+        if rng.random() < 0.5:
+            text += "." + "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 18)))
+        out.append(("-" if rng.random() < 0.3 else "") + text)
+    return out
+
+
+def test_csv_numbers_and_booleans_the_arrow_writer_converts_are_the_values_sparks_conversion_gives(spark):
+    """What write/certified.py converts from a csv field: each value exactly Spark's ``try_cast`` of the
+    same text (doubles bit for bit); every text it does not convert is Spark's decoder's to convert or refuse."""
+    texts = _number_texts(random.Random(21), 3000)
+    frame = spark.createDataFrame([(t,) for t in texts], "t STRING")
+    types = {"long": "long", "int": "int", "double": "double", "boolean": "boolean"}
+    spark_values = frame.selectExpr(*[f"{convert('t', t)} AS {name}" for name, t in types.items()]).collect()
+    for name, col_type in types.items():
+        values, keep = convert_text(pa.array(texts, pa.string()), col_type, zoneless_utc=True)
+        ours = values.to_pylist()
+        converted = [i for i in range(len(texts)) if keep[i]]
+        for i in converted:
+            theirs = spark_values[i][name]
+            assert repr(ours[i]) == repr(theirs), (col_type, texts[i], ours[i], theirs)
+        assert all(ours[i] is None for i in range(len(texts)) if not keep[i])
+        assert len(converted) > (1 if col_type == "boolean" else 300), (col_type, len(converted))
+
+
 def test_timestamp_and_date_text_is_null_kept_and_impossible_dates_refused_not_moved():
     texts = pa.array(["2023-02-29", "2024-02-29", None, "2024-04-31", "2024-4-01"], pa.string())
     values, keep = convert_text(texts, "date", zoneless_utc=True)

@@ -320,6 +320,42 @@ def test_flatten_with_nested_values_auto_writes_where_parsed_the_rows_sparks_dec
     )
 
 
+def test_csv_numbers_and_timestamps_are_written_where_parsed_with_the_rows_sparks_decoder_writes(
+    spark, files_catalog, caplog
+):
+    """Issue 20: ``decoder: auto`` writes a csv table whose fields convert in the task that parses them
+    (canonical numbers, booleans, timestamps) there; the rest (``+7``, ``1e3``, a bad record) is Spark's. The
+    table holds the rows a ``decoder: spark`` table holds, value for value, read back through pyiceberg."""
+    from benchmarks.datagen import CSV_COLUMNS, csv_message
+
+    from tests.write.conftest import files_table
+
+    rng = random.Random(6)
+    lines = [csv_message(rng, i, large=i % 2 == 1, bad_share=0.0)[0].decode() for i in range(40)]
+    lines[3] = lines[3].replace(",", ",+", 1)  # a long spelled +3: Spark converts it
+    lines[5] = lines[5].split(",", 6)
+    lines[5][5] = "1e3"  # a double Spark converts to 1000.0
+    lines[5] = ",".join(lines[5])
+    lines.append("99,not a timestamp,1,DE,Berlin,1.0,1,new,curl,bad")  # refused by Spark's decoder
+    messages = [Msg(None, line, offset=i) for i, line in enumerate(lines)]
+    caplog.set_level("INFO", logger="kafka_iceberg")
+    tables = {}
+    for decoder in ("auto", "spark"):
+        ns = f"bp_{uuid.uuid4().hex[:8]}"
+        source = {"topics": ["t"], "format": "csv", "decoder": decoder}
+        table = spec(ns, source=source, schema={"columns": CSV_COLUMNS}, expectations={},
+                     errors={"skip_error": True}, write={"engine": "arrow"})  # fmt: skip
+        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
+        processor = BatchProcessor(spark, "unit", table, files_catalog)
+        processor.process(raw, batch_id=0, stream=STREAM, offsets={"t": {0: len(messages)}})
+        tables[decoder] = files_table(processor.writer).scan().to_arrow().sort_by("id")  # pyiceberg
+    logged = [r.getMessage().split(": ", 1)[1] for r in caplog.records if "written where parsed" in r.getMessage()]
+    assert logged == ["38 records written where parsed, 3 left to Spark"]
+    arrow_rows, spark_rows = (tables[d].select(list(CSV_COLUMNS)).to_pylist() for d in ("auto", "spark"))
+    assert len(arrow_rows) == 40 and arrow_rows == spark_rows
+    assert arrow_rows[3]["id"] == 3 and arrow_rows[5]["amount"] == 1000.0
+
+
 def test_flatten_timestamps_and_dates_are_written_where_parsed_with_the_values_sparks_decoder_gives(
     spark, files_catalog, caplog
 ):

@@ -60,9 +60,10 @@ AUTO_ARROW: frozenset[str] = frozenset()
 # The formats ``decoder: auto`` decodes with Arrow where the Arrow writer's single pass writes the
 # records it certifies in the task that parses them (write/certified.py), so that they never become
 # Spark rows: json measured 1.04-1.26x the Spark decoder's whole run there on clean topics
-# (docs/decode.md, "Measured"); flatten once its nested values were certified (stop 35: the
-# benchmark's clean flatten topic 1.65x the Spark decoder's whole run in a focused run).
-AUTO_ARROW_WHERE_PARSED = frozenset({"json", "flatten"})
+# (docs/decode.md, "Measured"); flatten once its nested values were certified and csv once its
+# numbers were converted there (stop 35, focused runs on clean topics: flatten 1.65x, csv 1.48x
+# small and 1.01x large).
+AUTO_ARROW_WHERE_PARSED = frozenset({"json", "flatten", "csv"})
 # Batches ``auto`` decodes with Spark's decoder after one whose records Arrow did not all certify
 # (bad records, or ones it leaves to Spark): such a batch takes a second, small Spark job, and on
 # topics with 0.5 % bad records that made whole runs 0.77-0.93x Spark's decoder.
@@ -70,6 +71,13 @@ AUTO_ARROW_BACKOFF = 10
 # Column types the Arrow writer converts from a flatten record's JSON text where it parses it
 # (write/certified.py, :func:`convert_text`); Spark converts them everywhere else.
 TEXT_CONVERTED = ("timestamp", "date")
+# ... and those it converts from a csv field's text (where Spark's conversion is ``try_cast``).
+CSV_CONVERTED = ("long", "int", "double", "boolean")
+_NUMBER_TEXT = {
+    "long": r"^-?(?:0|[1-9][0-9]{0,17})$",  # 18 digits always fit a long
+    "int": r"^-?(?:0|[1-9][0-9]{0,8})$",  # 9 digits always fit an int
+    "double": r"^-?(?:0|[1-9][0-9]{0,14})(?:[.][0-9]{1,15})?$",
+}
 _DATE_TEXT = r"^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}$"
 _TIMESTAMP_TEXT = (
     r"^(?P<day>[1-9][0-9]{3}-[0-9]{2}-[0-9]{2})[T ](?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})"
@@ -604,8 +612,20 @@ def _post_check(table: pa.Table, layout: Layout) -> Any:
     return ok
 
 
+def _number_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    return {"long": pa.int64(), "int": pa.int32(), "double": pa.float64()}
+
+
 def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[pa.Array, Any]:
-    """A ``timestamp`` or ``date`` column's values from its JSON text, and which records keep them.
+    """A column's values from its JSON or CSV text, and which records keep them.
+
+    ``timestamp`` and ``date`` for both; for csv also ``long``, ``int``, ``double`` and ``boolean``
+    (:data:`CSV_CONVERTED`). Numbers are converted only in their canonical decimal form (``-12``,
+    ``0.5``; no sign ``+``, space, exponent or leading zero, at most 18 digits for long, 9 for
+    int, 15 on each side of the point for double; not a negative zero), booleans only as ``true``
+    or ``false``.
 
     Only canonical ISO 8601 text is converted: a date ``yyyy-MM-dd``; a timestamp ``yyyy-MM-dd``,
     ``T`` or a space, ``HH:mm:ss``, up to six fraction digits, then ``Z``, ``+HH:mm`` or nothing
@@ -626,6 +646,14 @@ def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[
             pc.match_substring_regex(text, _DATE_TEXT), pc.equal(pc.strftime(seconds, format="%Y-%m-%d"), text)
         )
         values = seconds.cast(pa.date32())
+    elif col_type in _NUMBER_TEXT:  # csv: canonical numbers, which any correctly rounded parser reads alike
+        exact = pc.match_substring_regex(text, _NUMBER_TEXT[col_type])
+        values = pc.cast(pc.if_else(exact, text, "0"), _number_types()[col_type])
+        if col_type == "double":  # -0 and -0.0 (which both read as -0.0): kept simple, Spark's to convert
+            exact = pc.and_(exact, pc.invert(pc.and_(pc.starts_with(text, "-"), pc.equal(values, 0.0))))
+    elif col_type == "boolean":
+        exact = pc.or_(pc.equal(text, "true"), pc.equal(text, "false"))
+        values = pc.equal(text, "true")
     elif col_type == "timestamp":
         parts = pc.extract_regex(text, _TIMESTAMP_TEXT)
         day_time = pc.binary_join_element_wise(pc.struct_field(parts, "day"), pc.struct_field(parts, "time"), " ")
@@ -643,7 +671,7 @@ def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[
         micros = pc.add(pc.multiply(seconds.cast(pa.int64()), 1_000_000), fraction.cast(pa.int64()))
         values = pc.subtract(micros, pc.multiply(east, 60_000_000)).cast(pa.timestamp("us", tz="UTC"))
     else:
-        raise ValueError(f"no Arrow conversion from JSON text to {col_type}")
+        raise ValueError(f"no Arrow conversion from text to {col_type}")
     exact = exact.fill_null(False)
     keep = pc.or_(pc.is_null(text), exact).to_numpy(zero_copy_only=False)
     return pc.if_else(exact, values, pa.nulls(len(values), values.type)), np.asarray(keep, dtype=bool)

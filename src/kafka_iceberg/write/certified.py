@@ -8,9 +8,10 @@ to Spark, whose decoder and checks sort them as usual (:mod:`kafka_iceberg.check
 Without this, certified records went Python → Spark rows → Python again before being written,
 which cost about as much as parsing them (docs/benchmarks/results.md, "Decoders").
 
-It applies where a certified record needs nothing else from Spark: json, and flatten whose
+It applies where a certified record needs nothing else from Spark: json, flatten whose
 columns Arrow reads as their own type (long, int, double, boolean, string) or converts from their
-text (timestamp, date: :func:`~kafka_iceberg.decode.arrow.convert_text`); expectations all in
+text (timestamp, date: :func:`~kafka_iceberg.decode.arrow.convert_text`), and csv whose columns
+are strings or converted from their text (long, int, double, boolean, timestamp, date); expectations all in
 the SQL that :mod:`kafka_iceberg.checks.arrow_rules` translates; no ``include_headers`` (the
 headers map is built by Spark SQL). A certified record that misses a value the table or the JSON
 Schema requires, or violates a ``quarantine``, ``drop`` or ``fail`` rule, is left to Spark, which
@@ -27,7 +28,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.checks.arrow_rules import Rule, holds
-from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, TEXT_CONVERTED, Layout, certify_batch, convert_text
+from kafka_iceberg.decode.arrow import (
+    CSV_CONVERTED,
+    NATIVE_JSON_TYPES,
+    OK,
+    TEXT_CONVERTED,
+    Layout,
+    certify_batch,
+    convert_text,
+)
 from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
@@ -54,6 +63,8 @@ def writes_where_parsed(spec: TableSpec, layout: Layout | None, rules: list[Rule
         return False
     if layout.fmt == "json":
         return True
+    if layout.fmt == "csv":
+        return all(t in ("string", *CSV_CONVERTED, *TEXT_CONVERTED) for _, t in layout.columns)
     return layout.fmt == "flatten" and all(t in NATIVE_JSON_TYPES + TEXT_CONVERTED for _, t in layout.columns)
 
 
@@ -116,7 +127,7 @@ def write_parsed(
         columns = _rows(certified, layout, part, [f.name for f in fields])
         present = np.ones(certified.num_rows, dtype=bool)
         for name, col_type in layout.columns:  # text Arrow cannot convert exactly is Spark's to convert
-            if col_type in TEXT_CONVERTED:
+            if col_type in TEXT_CONVERTED or (layout.fmt == "csv" and col_type in CSV_CONVERTED):
                 columns[name], converted = convert_text(columns[name], col_type, zoneless_utc=part.zoneless_utc)
                 present &= converted
         for name in required:  # a missing required value is Spark's to explain
