@@ -514,6 +514,8 @@ def build_results(
         top = run["summary"]["framework"]["profile"]["stages"][:3]
         shares = ", ".join(f"{s['stage']} {s['share']:.0%}" for s in top if s["share"])
         notes[f"{run['dataset']}:{run['mode']}"] = f"largest stages: {shares}"
+    from kafka_iceberg.decode.arrow import AUTO_ARROW_WHERE_PARSED
+
     m = machine()
     m["load_before"] = [round(x, 2) for x in load_before]
     m["load_after"] = [round(x, 2) for x in os.getloadavg()]
@@ -524,6 +526,7 @@ def build_results(
             "machine": m,
             "versions": versions(),
             "config": config,
+            "auto_arrow_decoder": sorted(AUTO_ARROW_WHERE_PARSED),  # what ``decoder: auto`` took when measured
         },
         "datasets": {
             ds.name: {

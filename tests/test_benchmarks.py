@@ -185,6 +185,7 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     text = paths[1].read_text()
     assert "## Decoders: Spark" in text and "| flatten_small | " in text.split("## Decoders")[1]
     assert "| json_small | " in text.split("## Decoders")[1]
+    assert "`source.decoder: auto` is one of the two: Arrow for csv, flatten, json," in text  # as measured
     assert "| flatten_small | " in text.split("## Clean topics")[1].split("## From the broker")[0]
     assert "| flatten_small | 50 | 0.62 | 0.25 | 0.67 | 0.75 | 0.80 |" in text.split("## From the broker")[1]
     assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text

@@ -285,6 +285,24 @@ def test_decoder_auto_writes_json_where_it_parses_it_and_backs_off_where_it_does
         assert len(where_parsed) == 3 and decoders == ["arrow", "arrow", "spark", None]
 
 
+def _tables_by_decoder(
+    spark: Any, catalog: str, messages: list[Msg], fmt: str, columns: dict[str, str], **overrides: Any
+) -> dict[str, Any]:
+    """One batch of ``messages`` into a table per ``decoder`` (auto, spark), each read back through pyiceberg."""
+    from tests.write.conftest import files_table
+
+    tables = {}
+    for decoder in ("auto", "spark"):
+        source = {"topics": ["t"], "format": fmt, "decoder": decoder}
+        table = spec(f"bp_{uuid.uuid4().hex[:8]}", source=source, schema={"columns": columns}, expectations={},
+                     write={"engine": "arrow"}, **overrides)  # fmt: skip
+        processor = BatchProcessor(spark, "unit", table, catalog)
+        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
+        processor.process(raw, batch_id=0, stream=STREAM, offsets={"t": {0: len(messages)}})
+        tables[decoder] = files_table(processor.writer).scan().to_arrow().sort_by("id")
+    return tables
+
+
 def test_flatten_with_nested_values_auto_writes_where_parsed_the_rows_sparks_decoder_writes(
     spark, files_catalog, caplog
 ):
@@ -293,24 +311,13 @@ def test_flatten_with_nested_values_auto_writes_where_parsed_the_rows_sparks_dec
     a ``decoder: spark`` table holds, value for value, read back through pyiceberg."""
     from benchmarks.datagen import FLATTEN_COLUMNS, flatten_doc
 
-    from tests.write.conftest import files_table
-
     rng = random.Random(5)
     docs = [flatten_doc(rng, i, large=i % 2 == 1) for i in range(40)]
     docs[7]["ctx"] = {"spaced": [1.50, "x"]}  # Jackson writes it differently: left to Spark's decoder
     messages = [Msg(None, json.dumps(d, separators=(",", ":")), offset=i) for i, d in enumerate(docs)]
     messages[7] = Msg(None, json.dumps(docs[7]), offset=7)
     caplog.set_level("INFO", logger="kafka_iceberg")
-    tables = {}
-    for decoder in ("auto", "spark"):
-        ns = f"bp_{uuid.uuid4().hex[:8]}"
-        source = {"topics": ["t"], "format": "flatten", "decoder": decoder}
-        table = spec(ns, source=source, schema={"columns": FLATTEN_COLUMNS}, schema_evolution="strict",
-                     expectations={}, write={"engine": "arrow"})  # fmt: skip
-        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
-        processor = BatchProcessor(spark, "unit", table, files_catalog)
-        processor.process(raw, batch_id=0, stream=STREAM, offsets={"t": {0: len(messages)}})
-        tables[decoder] = files_table(processor.writer).scan().to_arrow().sort_by("id")  # pyiceberg
+    tables = _tables_by_decoder(spark, files_catalog, messages, "flatten", FLATTEN_COLUMNS, schema_evolution="strict")
     logged = [r.getMessage().split(": ", 1)[1] for r in caplog.records if "written where parsed" in r.getMessage()]
     assert logged == ["39 records written where parsed, 1 left to Spark"]
     auto, spark_rows = (tables[d].select(list(FLATTEN_COLUMNS)).to_pylist() for d in ("auto", "spark"))
@@ -328,8 +335,6 @@ def test_csv_numbers_and_timestamps_are_written_where_parsed_with_the_rows_spark
     table holds the rows a ``decoder: spark`` table holds, value for value, read back through pyiceberg."""
     from benchmarks.datagen import CSV_COLUMNS, csv_message
 
-    from tests.write.conftest import files_table
-
     rng = random.Random(6)
     lines = [csv_message(rng, i, large=i % 2 == 1, bad_share=0.0)[0].decode() for i in range(40)]
     lines[3] = lines[3].replace(",", ",+", 1)  # a long spelled +3: Spark converts it
@@ -339,16 +344,7 @@ def test_csv_numbers_and_timestamps_are_written_where_parsed_with_the_rows_spark
     lines.append("99,not a timestamp,1,DE,Berlin,1.0,1,new,curl,bad")  # refused by Spark's decoder
     messages = [Msg(None, line, offset=i) for i, line in enumerate(lines)]
     caplog.set_level("INFO", logger="kafka_iceberg")
-    tables = {}
-    for decoder in ("auto", "spark"):
-        ns = f"bp_{uuid.uuid4().hex[:8]}"
-        source = {"topics": ["t"], "format": "csv", "decoder": decoder}
-        table = spec(ns, source=source, schema={"columns": CSV_COLUMNS}, expectations={},
-                     errors={"skip_error": True}, write={"engine": "arrow"})  # fmt: skip
-        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
-        processor = BatchProcessor(spark, "unit", table, files_catalog)
-        processor.process(raw, batch_id=0, stream=STREAM, offsets={"t": {0: len(messages)}})
-        tables[decoder] = files_table(processor.writer).scan().to_arrow().sort_by("id")  # pyiceberg
+    tables = _tables_by_decoder(spark, files_catalog, messages, "csv", CSV_COLUMNS, errors={"skip_error": True})
     logged = [r.getMessage().split(": ", 1)[1] for r in caplog.records if "written where parsed" in r.getMessage()]
     assert logged == ["38 records written where parsed, 3 left to Spark"]
     arrow_rows, spark_rows = (tables[d].select(list(CSV_COLUMNS)).to_pylist() for d in ("auto", "spark"))
