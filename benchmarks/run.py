@@ -500,6 +500,8 @@ def build_results(
     arrow: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The ``results.json`` document from the raw attempts (pure apart from reading the machine)."""
+    from kafka_iceberg.decode.arrow import AUTO_ARROW_WHERE_PARSED
+
     runs = []
     for entry in entries.values():
         if not entry.get("baseline_b"):
@@ -514,8 +516,6 @@ def build_results(
         top = run["summary"]["framework"]["profile"]["stages"][:3]
         shares = ", ".join(f"{s['stage']} {s['share']:.0%}" for s in top if s["share"])
         notes[f"{run['dataset']}:{run['mode']}"] = f"largest stages: {shares}"
-    from kafka_iceberg.decode.arrow import AUTO_ARROW_WHERE_PARSED
-
     m = machine()
     m["load_before"] = [round(x, 2) for x in load_before]
     m["load_after"] = [round(x, 2) for x in os.getloadavg()]

@@ -22,7 +22,8 @@ What is certified (everything else takes the Spark path):
   is not finite, or is ``-0``, is not certified); other column types hold a JSON string, which
   Spark then converts with the Spark decoder's own conversion. A nested object or array in a
   ``string`` column is certified where its text is what Jackson's re-serialisation gives
-  (:func:`_nested_values`: compact, no backslash, no fraction or exponent, no ``-0``); Spark writes
+  (:func:`_nested_values`: compact, no backslash, no character outside the BMP, no fraction or
+  exponent, no ``-0``); Spark writes
   every other one as Jackson re-serialises it.
 - flatten written where parsed (``write/certified.py``): ``timestamp`` and ``date`` columns are
   converted from their JSON text by :func:`convert_text` too, where the text has a canonical ISO
@@ -118,9 +119,19 @@ class Layout:
 
         if self.fmt == "csv" or col_type not in NATIVE_JSON_TYPES:
             return pa.string()
-        return {"long": pa.int64(), "int": pa.int32(), "double": pa.float64(), "boolean": pa.bool_()}.get(
-            col_type, pa.string()
-        )
+        return _native_arrow_type(col_type)
+
+    def converted_where_parsed(self, col_type: str) -> bool:
+        """Whether the Arrow writer converts a ``col_type`` column from its text (:func:`convert_text`)."""
+        return col_type in TEXT_CONVERTED or (self.fmt == "csv" and col_type in CSV_CONVERTED)
+
+
+def _native_arrow_type(col_type: str) -> pa.DataType:
+    """The Arrow type of a ``long``, ``int``, ``double``, ``boolean`` or ``string`` column."""
+    import pyarrow as pa
+
+    types = {"long": pa.int64(), "int": pa.int32(), "double": pa.float64(), "boolean": pa.bool_()}
+    return types.get(col_type, pa.string())
 
 
 def uses_arrow(spec: TableSpec, decoder: str | None = None) -> bool:
@@ -372,7 +383,7 @@ def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]
     A candidate fits when its top level is exactly the table's keys, spelled without escapes (so
     no unknown key, which Arrow's reader now ignores), each ``nested`` key is in the message at
     most once and, when there, holds null, a string without backslash, an object or array Jackson
-    prints back unchanged, or a number or boolean it does (:data:`_UNLIKE_JACKSON`). A value is
+    prints back unchanged (:data:`_UNLIKE_JACKSON`), or an integer or boolean (:data:`_JACKSON_SCALAR`). A value is
     taken where its key is; that is the top level because no nested value holds a ``nested`` key
     (checked): every other place a nested value could be fails Arrow's parse (a typed column) or
     the top-level check (an unknown key), and no string can hold ``"key":`` unescaped.
@@ -612,12 +623,6 @@ def _post_check(table: pa.Table, layout: Layout) -> Any:
     return ok
 
 
-def _number_types() -> dict[str, Any]:
-    import pyarrow as pa
-
-    return {"long": pa.int64(), "int": pa.int32(), "double": pa.float64()}
-
-
 def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[pa.Array, Any]:
     """A column's values from its JSON or CSV text, and which records keep them.
 
@@ -648,7 +653,7 @@ def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[
         values = seconds.cast(pa.date32())
     elif col_type in _NUMBER_TEXT:  # csv: canonical numbers, which any correctly rounded parser reads alike
         exact = pc.match_substring_regex(text, _NUMBER_TEXT[col_type])
-        values = pc.cast(pc.if_else(exact, text, "0"), _number_types()[col_type])
+        values = pc.cast(pc.if_else(exact, text, "0"), _native_arrow_type(col_type))
         if col_type == "double":  # -0 and -0.0 (which both read as -0.0): kept simple, Spark's to convert
             exact = pc.and_(exact, pc.invert(pc.and_(pc.starts_with(text, "-"), pc.equal(values, 0.0))))
     elif col_type == "boolean":

@@ -28,15 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.checks.arrow_rules import Rule, holds
-from kafka_iceberg.decode.arrow import (
-    CSV_CONVERTED,
-    NATIVE_JSON_TYPES,
-    OK,
-    TEXT_CONVERTED,
-    Layout,
-    certify_batch,
-    convert_text,
-)
+from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text
 from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
@@ -63,9 +55,8 @@ def writes_where_parsed(spec: TableSpec, layout: Layout | None, rules: list[Rule
         return False
     if layout.fmt == "json":
         return True
-    if layout.fmt == "csv":
-        return all(t in ("string", *CSV_CONVERTED, *TEXT_CONVERTED) for _, t in layout.columns)
-    return layout.fmt == "flatten" and all(t in NATIVE_JSON_TYPES + TEXT_CONVERTED for _, t in layout.columns)
+    read = ("string",) if layout.fmt == "csv" else NATIVE_JSON_TYPES  # what Arrow's reader gives as is
+    return all(t in read or layout.converted_where_parsed(t) for _, t in layout.columns)
 
 
 @dataclass(frozen=True)
@@ -127,7 +118,7 @@ def write_parsed(
         columns = _rows(certified, layout, part, [f.name for f in fields])
         present = np.ones(certified.num_rows, dtype=bool)
         for name, col_type in layout.columns:  # text Arrow cannot convert exactly is Spark's to convert
-            if col_type in TEXT_CONVERTED or (layout.fmt == "csv" and col_type in CSV_CONVERTED):
+            if layout.converted_where_parsed(col_type):
                 columns[name], converted = convert_text(columns[name], col_type, zoneless_utc=part.zoneless_utc)
                 present &= converted
         for name in required:  # a missing required value is Spark's to explain
