@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 "KAFKA_ICEBERG_CHAOS_RECORDS": str(args.records),
                 "KAFKA_ICEBERG_CHAOS_READERS": reader,
                 "KAFKA_ICEBERG_CHAOS_WRITER": args.writer,
+                "KAFKA_ICEBERG_CHAOS_KILLS": os.environ.get("KAFKA_ICEBERG_CHAOS_KILLS", "8"),  # CI runs fewer (KILLS)
                 "SPARK_LOCAL_DIRS": scratch,
                 "TMPDIR": scratch,
             }

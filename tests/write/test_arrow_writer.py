@@ -34,6 +34,7 @@ def orders(n: int) -> list[tuple[str, str]]:
             "amount": round(rng.uniform(-5, 500), 2),
             "city": rng.choice(["Berlin", "Paris", None, "Hangzhou", "São Paulo"]),
             "at": (start + dt.timedelta(minutes=17 * i)).isoformat(),
+            "due": (start + dt.timedelta(minutes=17 * i, days=2)).isoformat(),  # its day: a function of `at`
             "price": f"{rng.randint(0, 99999) / 100:.2f}",
             "vip": rng.random() < 0.3,
         }
@@ -49,10 +50,10 @@ def pipeline(ns: str, topic: str, errors_topic: str) -> str:
   - name: orders_{writer}
     namespace: {ns}
     source: {{topics: [{topic}], format: flatten, max_records_per_batch: 400}}
-    schema: {{columns: {{id: long, amount: double, city: string, at: timestamp, price: "decimal(10,2)", vip: boolean}}}}
+    schema: {{columns: {{id: long, amount: double, city: string, at: timestamp, due: timestamp, price: "decimal(10,2)", vip: boolean}}}}
     schema_evolution: strict
     partition_window: none
-    partitioning: [hours(at), bucket(4, id), city]
+    partitioning: [hours(at), days(due), bucket(4, id), city]  # days: a date to Java, days since 1970 to pyiceberg
     errors: {{error_topic: {errors_topic}_{writer}}}
     write: {{engine: {writer}}}
 """

@@ -1,7 +1,10 @@
 """The event log: an Iceberg table with one row per batch and per maintenance action.
 
 Rows are buffered and appended in one commit per flush (at most every ``flush_seconds`` and at
-close), so the event log does not double the number of commits a pipeline makes.
+close), so the event log does not double the number of commits a pipeline makes. A flush writes its
+few rows from the driver (pyarrow, the table's FileIO) and commits them through Iceberg's Java API,
+as the Arrow writer's driver does: no Spark job, so a flush neither starts Python workers nor takes
+the cores from the batches (through Spark's writer it cost a 2-record job 3 of its 20 seconds).
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ class EventLog:
             return 0
         try:
             self._ensure()
-            self.spark.createDataFrame(rows, EVENT_LOG_DDL).writeTo(self.table).append()
+            self._append(rows)
         except Exception as exc:
             # One line: during an outage every flush fails the same way (-v shows the trace).
             log.warning("could not append %d event(s) to %s, kept for the next flush: %s",
@@ -116,3 +119,16 @@ class EventLog:
                 self._rows[:0] = rows  # keep them for the next flush
             raise
         return len(rows)
+
+    def _append(self, rows: list[tuple[Any, ...]]) -> None:
+        """``rows`` as data files of the table, appended in one commit."""
+        import pyarrow as pa
+
+        from kafka_iceberg.write.arrow_files import WrittenFile, append_files, data_files, file_target
+        from kafka_iceberg.write.jvm import IcebergTable
+
+        table = IcebergTable(self.spark, self.table).refresh().java
+        names = [column.split(" ")[0] for column in EVENT_LOG_DDL.split(", ")]
+        data = pa.Table.from_pylist([dict(zip(names, row, strict=True)) for row in rows])
+        written = data_files(data, file_target(self.spark, table))  # cast to the table's schema there
+        append_files(self.spark, table, [WrittenFile(**f) for f in written], {})

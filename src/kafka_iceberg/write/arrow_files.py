@@ -157,6 +157,7 @@ def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     from pyiceberg.io import load_file_io
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.table.metadata import TableMetadataUtil
+    from pyiceberg.transforms import DayTransform
 
     if not data.num_rows:
         return []
@@ -167,17 +168,27 @@ def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     # One write id per batch and task attempt keeps file names unique across tasks and retries.
     files = _dataframe_to_data_files(metadata, data, io, write_uuid=uuid.uuid4(), counter=itertools.count(0))
     spec = metadata.spec()  # _dataframe_to_data_files writes with the table's default spec
+    days = [isinstance(f.transform, DayTransform) for f in spec.fields]
     return [
         {
             "path": f.file_path,
             "size": f.file_size_in_bytes,
             "records": f.record_count,
-            "partition": json.dumps([partition_string(f.partition[i]) for i in range(len(f.partition))])
+            "partition": json.dumps(
+                [partition_string(_day(f.partition[i]) if day else f.partition[i]) for i, day in enumerate(days)]
+            )
             if spec.fields
             else "",
         }
         for f in files
     ]
+
+
+def _day(value: Any) -> Any:
+    """A ``days`` partition value as a date: pyiceberg gives days since the epoch, Java parses a date."""
+    import datetime as dt
+
+    return dt.date(1970, 1, 1) + dt.timedelta(days=value) if isinstance(value, int) else value
 
 
 def write_files(batches: Iterator[pa.RecordBatch], target: FileTarget) -> Iterator[pa.RecordBatch]:
