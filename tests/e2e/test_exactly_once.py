@@ -9,7 +9,7 @@ topics yields the same table.
 Size: ``KAFKA_ICEBERG_CHAOS_RECORDS`` records over 2 topics of 4 partitions (CI: 24,000 in batches of
 1,500; ``make chaos``: 200,000 in batches of 10,000, as in the run that found issue 21's duplicate),
 ``KAFKA_ICEBERG_CHAOS_SEED`` the seed (random when unset, printed on failure), ``KAFKA_ICEBERG_CHAOS_KILLS``
-the least number of kills per reader (CI: 6, each named point once then an external kill; ``make chaos``: 8,
+the least number of kills per reader (CI: each named point once then an external kill, 6; ``make chaos``: 8,
 the extra ones a random mix). When a fast machine drains the topics before that many
 kills, another round of records (half the first) is produced, so the kills never run out of work.
 """
