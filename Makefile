@@ -17,9 +17,10 @@ $(STAMP): requirements-dev.txt pyproject.toml
 
 venv: $(STAMP)  ## Python environment with every pinned dependency and the package (editable)
 
-jars: venv  ## fetch and verify the JVM jars of src/kafka_iceberg/jars.lock.toml into the cache
+jars: venv  ## fetch and verify the JVM jars of src/kafka_iceberg/jars.lock.toml into the cache, record the JVM's class archive
 	@$(BIN)/kafka-iceberg jars fetch > /dev/null
 	@$(BIN)/kafka-iceberg jars verify
+	@$(BIN)/kafka-iceberg jars archive > /dev/null || echo "local Spark sessions will start without a class-data archive (slower)"
 
 demo: jars  ## run the main job on the embedded local stack and show the result
 	$(BIN)/kafka-iceberg demo

@@ -8,8 +8,10 @@ at run time with ``spark.conf.set`` because Spark loads catalogs lazily, on firs
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from kafka_iceberg import jars
 from kafka_iceberg.catalogs import RenderedCatalog
+from kafka_iceberg.paths import cache_dir
 from kafka_iceberg.refs import Resolver
 
 if TYPE_CHECKING:
@@ -47,13 +50,51 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 
 
+# A stale or foreign archive is ignored by the JVM; these keep it from saying so on every start.
+CLASS_ARCHIVE_QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+
+
+def _java_home() -> str:
+    """The JDK spark-submit starts (``$JAVA_HOME``, else ``java`` on ``PATH``), resolved."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        return os.path.realpath(home)
+    java = shutil.which("java")
+    return os.path.realpath(java) if java else ""
+
+
+def class_archive_path() -> Path:
+    """Where this machine's class-data archive is (:mod:`kafka_iceberg.class_archive` records it).
+
+    Named after what it depends on: pyspark, the lock's Spark jars and the JDK.
+    """
+    import pyspark
+
+    digest = hashlib.sha256()
+    # Full paths: the JVM checks its classpath against the archive's, so each pyspark install has its own.
+    parts = (pyspark.__file__, pyspark.__version__, _java_home(), *map(str, jars.resolve_classpath(jars.SPARK)))
+    for part in parts:
+        digest.update(part.encode() + b"\0")
+    return cache_dir() / "jvm" / f"spark-{pyspark.__version__}-{digest.hexdigest()[:12]}.jsa"
+
+
+def class_archive_options() -> list[str]:
+    """Options that map the archive into a local session's JVM, or none when it was not recorded."""
+    path = class_archive_path()
+    return [f"-XX:SharedArchiveFile={path}", *CLASS_ARCHIVE_QUIET] if path.is_file() else []
+
+
 def on_databricks() -> bool:
     """True inside a Databricks runtime."""
     return "DATABRICKS_RUNTIME_VERSION" in os.environ
 
 
 def get_spark(
-    *, app_name: str = "kafka-iceberg", conf: Mapping[str, str] | None = None, jvm_options: Iterable[str] = ()
+    *,
+    app_name: str = "kafka-iceberg",
+    conf: Mapping[str, str] | None = None,
+    jvm_options: Iterable[str] = (),
+    class_archive: bool = True,
 ) -> SparkSession:
     """Return the active session, or build a local one with the Iceberg runtime.
 
@@ -61,6 +102,8 @@ def get_spark(
         app_name: Spark application name of a new local session.
         conf: extra settings for a new local session (ignored when a session already runs).
         jvm_options: extra driver JVM options for a new local session.
+        class_archive: map this machine's class-data archive into a new local session's JVM when
+            it was recorded (:mod:`kafka_iceberg.class_archive`; false while recording it).
     """
     from pyspark.sql import SparkSession
 
@@ -81,6 +124,7 @@ def get_spark(
         # OSS on clusters, where the bundle sets the same) store chunk-framed bodies verbatim.
         "-Daws.requestChecksumCalculation=when_required",
         "-Daws.responseChecksumValidation=when_required",
+        *(class_archive_options() if class_archive else ()),
         *jvm_options,
     ]
     builder = (

@@ -58,6 +58,15 @@ def _cmd_jars(args: argparse.Namespace) -> int:
         bad = jars.verify()
         emit("all jars match jars.lock.toml" if not bad else "\n".join(["checksum mismatch or missing:", *bad]))
         return EXIT_OK if not bad else EXIT_FAILED
+    if args.action == "archive":
+        from kafka_iceberg import class_archive
+
+        try:
+            emit(str(class_archive.record(force=args.force)))
+        except RuntimeError as exc:  # local sessions still run, only slower to start
+            emit(f"no class-data archive: {exc}", sys.stderr)
+            return EXIT_FAILED
+        return EXIT_OK
     if args.action == "lock":
         relocked = jars.relock()
         emit(f"{jars.LOCK_FILE}: {len(relocked)} jars")
@@ -119,7 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     local.set_defaults(handler=_cmd_local)
 
     jar = sub.add_parser("jars", help="JVM jars of jars.lock.toml")
-    jar.add_argument("action", choices=["fetch", "verify", "list", "lock"])
+    jar.add_argument(
+        "action",
+        choices=["fetch", "verify", "list", "lock", "archive"],
+        help="archive: record the JVM class-data archive local sessions start from (kafka_iceberg.class_archive)",
+    )
+    jar.add_argument("--force", action="store_true", help="archive: record it again even if it exists")
     jar.set_defaults(handler=_cmd_jars)
 
     validate = sub.add_parser("validate", help="check pipelines, environments and bundle files (no JVM)")
