@@ -59,7 +59,7 @@ def test_an_archive_of_another_classpath_is_ignored_without_a_word():
 def test_no_archive_no_option(tmp_path, monkeypatch):
     # Naming a missing archive would also turn off the JDK's own default one.
     path = tmp_path / "jvm" / "spark-x.jsa"
-    monkeypatch.setattr(session, "class_archive_path", lambda: path)
+    monkeypatch.setattr(session, "class_archive_path", lambda _classpath=None: path)
     assert session.class_archive_options() == []
     path.parent.mkdir()
     path.write_bytes(b"x")
@@ -77,15 +77,17 @@ def _fake_jvm(returncode: int, writes: bool):
     return run
 
 
-def test_recording_renames_into_place_and_drops_stale_archives(tmp_path, monkeypatch):
-    path = tmp_path / "jvm" / "spark-new.jsa"
+def test_recording_renames_into_place_and_drops_this_installs_stale_archives(tmp_path, monkeypatch):
+    path = tmp_path / "jvm" / "spark-3.5.7-aaaa1111-new.jsa"
     path.parent.mkdir()
-    stale = path.parent / "spark-old.jsa"
+    stale = path.parent / "spark-3.5.7-aaaa1111-old.jsa"  # this install, other jars
+    other = path.parent / "spark-3.5.7-bbbb2222-new.jsa"  # another checkout's pyspark
     stale.write_bytes(b"old")
+    other.write_bytes(b"other")
     monkeypatch.setattr(class_archive, "class_archive_path", lambda: path)
     monkeypatch.setattr(class_archive.subprocess, "run", _fake_jvm(0, writes=True))
     assert class_archive.record() == path
-    assert path.read_bytes() == b"archive" and not stale.exists()
+    assert path.read_bytes() == b"archive" and not stale.exists() and other.exists()
     # Already there: not recorded again unless forced.
     monkeypatch.setattr(class_archive.subprocess, "run", _fake_jvm(1, writes=False))
     assert class_archive.record() == path

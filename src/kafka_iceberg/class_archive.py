@@ -37,8 +37,8 @@ def record(force: bool = False) -> Path:
     """Record the archive (unless it exists and ``force`` is false) by running :func:`_workload` once.
 
     The JVM writes it as it exits, so the workload runs in a process of its own; it is written
-    under a temporary name and renamed, so no JVM ever maps half of one. Archives recorded for
-    another pyspark, JDK or jar set are removed.
+    under a temporary name and renamed, so no JVM ever maps half of one. This install's archives
+    of another pyspark, JDK or jar set are removed; other installs' (another checkout) are kept.
     """
     path = class_archive_path()
     if path.is_file() and not force:
@@ -53,7 +53,8 @@ def record(force: bool = False) -> Path:
         if done.returncode != 0 or not partial.is_file():
             raise RuntimeError(f"recording {path.name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
         os.replace(partial, path)
-    for old in path.parent.glob("spark-*.jsa"):  # ~160 MB each; a stale one is never mapped again
+    install = path.name.split("-")[2]
+    for old in path.parent.glob(f"spark-*-{install}-*.jsa"):  # ~160 MB each; a stale one is never mapped again
         if old != path:
             old.unlink(missing_ok=True)
     return path

@@ -63,24 +63,26 @@ def _java_home() -> str:
     return os.path.realpath(java) if java else ""
 
 
-def class_archive_path() -> Path:
+def class_archive_path(classpath: Iterable[Path] | None = None) -> Path:
     """Where this machine's class-data archive is (:mod:`kafka_iceberg.class_archive` records it).
 
-    Named after what it depends on: pyspark, the lock's Spark jars and the JDK.
+    ``spark-<pyspark version>-<install>-<contents>.jsa``: the JVM checks its classpath against the
+    archive's, so each pyspark install (``<install>``, a digest of its location) has its own, and
+    ``<contents>`` digests what the archive holds: pyspark, the JDK, the ``spark`` jars (``classpath``).
     """
     import pyspark
 
-    digest = hashlib.sha256()
-    # Full paths: the JVM checks its classpath against the archive's, so each pyspark install has its own.
-    parts = (pyspark.__file__, pyspark.__version__, _java_home(), *map(str, jars.resolve_classpath(jars.SPARK)))
-    for part in parts:
-        digest.update(part.encode() + b"\0")
-    return cache_dir() / "jvm" / f"spark-{pyspark.__version__}-{digest.hexdigest()[:12]}.jsa"
+    spark_jars = tuple(classpath) if classpath is not None else jars.resolve_classpath(jars.SPARK)
+    install = hashlib.sha256(pyspark.__file__.encode()).hexdigest()[:8]
+    contents = hashlib.sha256()
+    for part in (pyspark.__version__, _java_home(), *map(str, spark_jars)):
+        contents.update(part.encode() + b"\0")
+    return cache_dir() / "jvm" / f"spark-{pyspark.__version__}-{install}-{contents.hexdigest()[:12]}.jsa"
 
 
-def class_archive_options() -> list[str]:
+def class_archive_options(classpath: Iterable[Path] | None = None) -> list[str]:
     """Options that map the archive into a local session's JVM, or none when it was not recorded."""
-    path = class_archive_path()
+    path = class_archive_path(classpath)
     return [f"-XX:SharedArchiveFile={path}", *CLASS_ARCHIVE_QUIET] if path.is_file() else []
 
 
@@ -124,7 +126,7 @@ def get_spark(
         # OSS on clusters, where the bundle sets the same) store chunk-framed bodies verbatim.
         "-Daws.requestChecksumCalculation=when_required",
         "-Daws.responseChecksumValidation=when_required",
-        *(class_archive_options() if class_archive else ()),
+        *(class_archive_options(classpath) if class_archive else ()),
         *jvm_options,
     ]
     builder = (
