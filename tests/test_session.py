@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from kafka_iceberg.catalogs import JdbcCatalog, render
+from kafka_iceberg.python_daemon import spark_archives
 from kafka_iceberg.refs import Resolver
 from kafka_iceberg.session import attach_catalogs, get_spark
 
@@ -18,6 +21,46 @@ def test_get_spark_reuses_the_active_session(spark):
     assert get_spark() is spark
     assert spark.conf.get("spark.sql.extensions") == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+def _worker_view(batches):
+    import importlib
+    import sys
+
+    import pyarrow as pa
+    import pyspark
+
+    for _ in batches:
+        pass
+    # What the task's own invalidate_caches() re-reads: importers of zip files still cached.
+    zips = [p for p, f in sys.path_importer_cache.items() if type(f).__name__ == "zipimporter"]
+    importlib.invalidate_caches()
+    yield pa.RecordBatch.from_pylist([{"path": sys.path, "pyspark": pyspark.__file__, "zips": zips}])
+
+
+def test_python_workers_import_the_installed_pyspark_not_sparks_zips_of_it(spark):
+    import pyspark
+
+    row = spark.range(1).mapInArrow(_worker_view, "path array<string>, pyspark string, zips array<string>").first()
+    assert row["pyspark"] == pyspark.__file__  # the driver's own: the same install, with its bytecode
+    archives = [p for p in row["path"] if p.endswith((".zip", ".jar")) and "site-packages/pyspark" in p]
+    assert not archives, row["path"]
+    assert not [z for z in row["zips"] if "site-packages/pyspark" in z], row["zips"]
+
+
+def test_sparks_archives_stay_when_they_are_the_only_pyspark(tmp_path):
+    installed = Path(pyspark_home := os.path.dirname(__import__("pyspark").__file__))
+    lib, jars = installed / "python" / "lib", installed / "jars"
+    zips = [str(lib / "pyspark.zip"), *(str(p) for p in sorted(lib.glob("py4j-*-src.zip")))]
+    core = [str(p) for p in sorted(jars.glob("spark-core_*.jar"))]
+    site = os.path.dirname(pyspark_home)
+    assert spark_archives([*zips, *core, site]) == [*zips, *core]
+    # A Spark distribution's own zips, pyspark not installed beside them: they are all there is.
+    tarball = tmp_path / "spark-3.5.7-bin" / "python" / "lib"
+    tarball.mkdir(parents=True)
+    assert spark_archives([str(tarball / "pyspark.zip"), *core, str(tmp_path)]) == []
+    # Another install's zips with this pyspark importable: the zips are kept, they are another version.
+    assert spark_archives([str(tarball / "pyspark.zip"), site]) == []
 
 
 @pytest.mark.integration

@@ -47,6 +47,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.catalogImplementation": "in-memory",
     "spark.redaction.regex": REDACTION_REGEX,
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Python workers import the installed pyspark, not Spark's zips of it (kafka_iceberg.python_daemon).
+    "spark.python.daemon.module": "kafka_iceberg.python_daemon",
 }
 
 
