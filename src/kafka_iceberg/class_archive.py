@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kafka_iceberg.catalogs import RestAuth, RestCatalog, S3Storage, render
 from kafka_iceberg.session import CLASS_ARCHIVE_QUIET, class_archive_path, get_spark
 
 if TYPE_CHECKING:
@@ -119,12 +120,14 @@ def _workload(archive: str, work: str) -> None:
     admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
     _attempt(lambda: admin.listTopics().names().get(500, jvm.java.util.concurrent.TimeUnit.MILLISECONDS))
     admin.close()
-    rest = {
-        "type": "rest", "uri": f"http://{NOWHERE}", "rest.auth.type": "sigv4", "rest.signing-region": "us-east-1",
-        "rest.signing-name": "s3tables", "rest.access-key-id": "archive", "rest.secret-access-key": "archive",
-    }  # fmt: skip
-    for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", **{f".{k}": v for k, v in rest.items()}}.items():
-        spark.conf.set(f"spark.sql.catalog.remote{key}", value)
+    # A SigV4-signed REST catalog on S3 as environments declare one (s3tables, osstables), rendered
+    # by the same code, so the archive holds the classes those settings load.
+    signed = RestAuth(type="sigv4", signing_name="s3tables", signing_region="us-east-1", access_key_id="archive",
+                      secret_access_key="archive")  # fmt: skip
+    storage = S3Storage(type="s3", endpoint=f"http://{NOWHERE}", region="us-east-1", path_style=True)
+    for key, value in render("remote", RestCatalog(type="rest", uri=f"http://{NOWHERE}", auth=signed,
+                                                   storage=storage)).conf.items():  # fmt: skip
+        spark.conf.set(key, value)
     _attempt(lambda: spark.sql("SHOW NAMESPACES IN remote").collect())
     s3 = jvm.org.apache.iceberg.aws.s3.S3FileIO()
     s3.initialize({"s3.endpoint": f"http://{NOWHERE}", "client.region": "us-east-1", "s3.path-style-access": "true",
