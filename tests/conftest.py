@@ -20,10 +20,14 @@ from kafka_iceberg.local.profile import LOCAL_CATALOG, local_catalog_profile
 from kafka_iceberg.local.readback import pyiceberg_catalog
 from kafka_iceberg.local.stack import LocalStack, StackState
 from kafka_iceberg.refs import Resolver
-from kafka_iceberg.session import attach_catalogs, get_spark
+from kafka_iceberg.session import JVM_OPTIONS_ENV, attach_catalogs, get_spark
 
 REPO = Path(__file__).resolve().parents[1]
 _TIMINGS: dict[str, float] = {}
+# The tests' Spark jobs are short: the JVM's quick compiler alone starts them sooner (docs/local-stack.md,
+# "Quick JIT for tests"). Every local session of the run gets it, subprocesses' included; the
+# deployed-jobs harness's tasks, which get only a cluster's environment, do not.
+os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

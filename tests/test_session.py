@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shlex
 import sqlite3
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from kafka_iceberg.catalogs import JdbcCatalog, render
 from kafka_iceberg.python_daemon import spark_archives
 from kafka_iceberg.refs import Resolver
-from kafka_iceberg.session import attach_catalogs, get_spark
+from kafka_iceberg.session import JVM_OPTIONS_ENV, attach_catalogs, get_spark
 
 UTC = dt.timezone.utc
 
@@ -21,6 +22,13 @@ def test_get_spark_reuses_the_active_session(spark):
     assert get_spark() is spark
     assert spark.conf.get("spark.sql.extensions") == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+def test_the_driver_jvm_runs_with_the_options_of_the_environment(spark):
+    wanted = shlex.split(os.environ[JVM_OPTIONS_ENV])
+    assert wanted, "tests/conftest.py sets the tests' JVM options"
+    runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert set(wanted) <= set(runtime.getInputArguments()), list(runtime.getInputArguments())
 
 
 def _worker_view(batches):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Iterable, Mapping
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 MASTER_ENV = "KAFKA_ICEBERG_SPARK_MASTER"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_MEMORY_ENV = "KAFKA_ICEBERG_DRIVER_MEMORY"
+# More driver JVM options for local sessions, split like a shell would (make test: C1 only, docs/local-stack.md).
+JVM_OPTIONS_ENV = "KAFKA_ICEBERG_JVM_OPTIONS"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 # Spark masks conf values whose key matches this in its UI, logs and event logs; we add
 # "credential" (OAuth2 client credentials of REST catalogs) to Spark's default pattern.
@@ -129,6 +132,7 @@ def get_spark(
         "-Daws.requestChecksumCalculation=when_required",
         "-Daws.responseChecksumValidation=when_required",
         *(class_archive_options(classpath) if class_archive else ()),
+        *shlex.split(os.environ.get(JVM_OPTIONS_ENV, "")),
         *jvm_options,
     ]
     builder = (
