@@ -124,14 +124,14 @@ def _workload(archive: str, work: str) -> None:
     # by the same code, so the archive holds the classes those settings load.
     signed = RestAuth(type="sigv4", signing_name="s3tables", signing_region="us-east-1", access_key_id="archive",
                       secret_access_key="archive")  # fmt: skip
-    storage = S3Storage(type="s3", endpoint=f"http://{NOWHERE}", region="us-east-1", path_style=True)
-    for key, value in render("remote", RestCatalog(type="rest", uri=f"http://{NOWHERE}", auth=signed,
-                                                   storage=storage)).conf.items():  # fmt: skip
+    storage = S3Storage(type="s3", endpoint=f"http://{NOWHERE}", region="us-east-1", path_style=True,
+                        access_key_id="archive", secret_access_key="archive")  # fmt: skip
+    remote = render("remote", RestCatalog(type="rest", uri=f"http://{NOWHERE}", auth=signed, storage=storage))
+    for key, value in remote.conf.items():
         spark.conf.set(key, value)
     _attempt(lambda: spark.sql("SHOW NAMESPACES IN remote").collect())
     s3 = jvm.org.apache.iceberg.aws.s3.S3FileIO()
-    s3.initialize({"s3.endpoint": f"http://{NOWHERE}", "client.region": "us-east-1", "s3.path-style-access": "true",
-                   "s3.access-key-id": "archive", "s3.secret-access-key": "archive"})  # fmt: skip
+    s3.initialize(remote.properties())  # the catalog's own S3 settings, as a table's FileIO gets them
     _attempt(lambda: s3.newInputFile("s3://warm/events/data.parquet").exists())
     s3.close()
 
