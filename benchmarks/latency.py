@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.datagen import FLATTEN_COLUMNS, flatten_message
+from benchmarks.datagen import BAD_SHARE, FLATTEN_COLUMNS, flatten_message
 from benchmarks.framework import NAMESPACE, REPO
 
 
@@ -39,7 +39,9 @@ class Seen:
         self.reports.append(report)
 
 
-def _produce(bootstrap: str, topic: str, rate: float, seconds: float, partitions: int, seed: int) -> int:
+def _produce(
+    bootstrap: str, topic: str, rate: float, seconds: float, partitions: int, seed: int, bad_share: float
+) -> int:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})  # no batching delay: latency
@@ -48,7 +50,7 @@ def _produce(bootstrap: str, topic: str, rate: float, seconds: float, partitions
     while (elapsed := time.monotonic() - started) < seconds:
         due = int(elapsed * rate) + 1
         while sent < due:
-            value, _kind = flatten_message(rng, sent, False)
+            value, _kind = flatten_message(rng, sent, False, bad_share)
             producer.produce(topic, value=value, key=str(sent).encode(), partition=sent % partitions)
             producer.poll(0)
             sent += 1
@@ -64,7 +66,14 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def measure_latency(
-    work: Path, stack_status: dict[str, Any], *, rate: float = 200.0, seconds: float = 30.0, interval: str = "1 second"
+    work: Path,
+    stack_status: dict[str, Any],
+    *,
+    rate: float = 200.0,
+    seconds: float = 30.0,
+    interval: str = "1 second",
+    bad_share: float = BAD_SHARE,
+    decoder: str = "auto",
 ) -> dict[str, Any]:
     """Run the measurement; returns percentiles and how they were taken."""
     import shutil
@@ -89,7 +98,7 @@ def measure_latency(
     spec = {
         "name": name,
         "namespace": NAMESPACE,
-        "source": {"topics": [topic], "format": "flatten"},
+        "source": {"topics": [topic], "format": "flatten", "decoder": decoder},
         "schema": {"columns": dict(FLATTEN_COLUMNS)},
         "schema_evolution": "strict",
         "errors": {"skip_error": True},
@@ -119,11 +128,11 @@ def measure_latency(
     while not catalog.table_exists(f"{NAMESPACE}.{name}") and time.monotonic() < deadline and not failure:
         time.sleep(0.2)
     # Warm-up: a few records through one full batch before the measured stream starts.
-    warm = _produce(bootstrap, topic, rate=50, seconds=1.0, partitions=partitions, seed=1)
+    warm = _produce(bootstrap, topic, rate=50, seconds=1.0, partitions=partitions, seed=1, bad_share=bad_share)
     while sum(r.records_in for r in seen.reports) < warm and time.monotonic() < deadline and not failure:
         time.sleep(0.2)
     measured_from = time.time()
-    sent = _produce(bootstrap, topic, rate=rate, seconds=seconds, partitions=partitions, seed=2)
+    sent = _produce(bootstrap, topic, rate=rate, seconds=seconds, partitions=partitions, seed=2, bad_share=bad_share)
     total = warm + sent
     deadline = time.monotonic() + 120
     while sum(r.records_in for r in seen.reports) < total and time.monotonic() < deadline and not failure:
@@ -161,6 +170,8 @@ def measure_latency(
             "timestamp-ms instead"
         ),
         "trigger": interval,
+        "bad_share": bad_share,
+        "decoder": decoder,
         "rate_records_per_s": rate,
         "produce_seconds": seconds,
         "records_measured": len(visible),

@@ -359,7 +359,8 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             "## Freshness: produce-to-visible latency",
             "",
-            f'Trigger `processing_time: "{lat["trigger"]}"`, {lat["rate_records_per_s"]:.0f} records/s for '
+            f'Trigger `processing_time: "{lat["trigger"]}"`, {lat["rate_records_per_s"]:.0f} flatten records/s '
+            f"({lat.get('bad_share', 0.005):.1%} bad, `decoder: {lat.get('decoder', 'auto')}`) for "
             f"{lat['produce_seconds']:.0f} s ({lat['records_measured']} records in {lat['batches']} batches, "
             f"{lat['avg_batch_records']:.0f} records and {lat['avg_batch_seconds']:.2f} s per batch): "
             f"**p50 {lat['visible_p50_s']:.2f} s, p95 {lat['visible_p95_s']:.2f} s** "

@@ -292,6 +292,38 @@ def test_the_table_is_read_once_per_metadata_file_and_again_after_another_writer
     assert len(reads) == read
 
 
+def test_the_arrow_writers_target_is_serialized_once_and_again_when_the_table_changes(spark, new_writer, monkeypatch):
+    """Each batch's tasks get the table's schema, spec and properties without its growing history;
+    serializing the metadata (tens of ms, growing with the snapshots) happens only when those change."""
+    import json
+
+    from kafka_iceberg.write import arrow_files
+
+    writer = new_writer(write={"engine": "arrow"})
+    built = []
+    real = arrow_files.file_target
+
+    def counted(*args):
+        built.append(real(*args))
+        return built[-1]
+
+    monkeypatch.setattr(arrow_files, "file_target", counted)
+    for batch in range(3):
+        writer.commit(df(spark, [(batch, "a", "x", batch)]), marker(batch, orders=batch + 1))
+    assert len(built) == 1  # three commits, three metadata files, one target
+    metadata = json.loads(built[0].metadata_json)
+    assert "snapshots" not in metadata and metadata["current-snapshot-id"] == -1
+    assert [f["name"] for f in metadata["schemas"][0]["fields"]] == ["id", "name", "pt", "offset"]
+    # Another writer changes a property the spec leaves alone (the spec's own ones are set back).
+    spark.sql(f"ALTER TABLE {writer.table} SET TBLPROPERTIES ('write.metadata.metrics.default'='counts')")
+    writer.commit(df(spark, [(9, "b", "x", 9)]), marker(3, orders=10))
+    assert len(built) == 2
+    table = files_table(writer)
+    with_bounds = sorted(bool(f["lower_bounds"]) for f in table.inspect.files().to_pylist())
+    assert with_bounds == [False, True, True, True]  # the change applies from the next batch on
+    assert [r["id"] for r in rows(table)] == [0, 1, 2, 9]
+
+
 def test_a_stale_marker_copied_by_maintenance_does_not_roll_offsets_back(spark, new_writer):
     from kafka_iceberg.write.jvm import with_commit_properties
 

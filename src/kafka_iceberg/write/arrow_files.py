@@ -91,9 +91,8 @@ def _arrow_by_default(spec: TableSpec) -> bool:
 class FileTarget:
     """What a Spark task needs to write a table's data files (pickled to Spark's Python workers)."""
 
-    metadata_json: str  # the table's current metadata: schema, spec, properties, location
+    metadata_json: str  # the table's current metadata without its history (:func:`without_history`)
     io_properties: Mapping[str, str] = field(repr=False)  # may hold (vended) storage credentials
-    write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 def pyiceberg_io_properties(java_io_properties: Mapping[str, str]) -> dict[str, str]:
@@ -116,7 +115,69 @@ def file_target(spark: SparkSession, java_table: Any) -> FileTarget:
     """
     iceberg = spark._jvm.org.apache.iceberg  # type: ignore[union-attr]
     metadata = str(iceberg.TableMetadataParser.toJson(java_table.operations().current()))
-    return FileTarget(metadata, pyiceberg_io_properties(dict(java_table.io().properties())))
+    return FileTarget(without_history(metadata), pyiceberg_io_properties(dict(java_table.io().properties())))
+
+
+# What a data file's writer does not read of the metadata: the table's history, which grows by a
+# snapshot per commit (about 1 KB each with the commit marker) until snapshots expire.
+_HISTORY = ("snapshots", "snapshot-log", "metadata-log", "refs", "statistics", "partition-statistics")
+
+
+def without_history(metadata_json: str) -> str:
+    """``metadata_json`` with only what writing data files reads: current schema, spec, sort order, properties.
+
+    Every task of every batch receives and parses the target; with the whole metadata that cost
+    grew with the table's age.
+    """
+    metadata = json.loads(metadata_json)
+    for key in _HISTORY:
+        metadata.pop(key, None)
+    metadata["current-snapshot-id"] = -1  # none: the history is not here
+    current = {
+        "schemas": ("schema-id", metadata.get("current-schema-id")),
+        "partition-specs": ("spec-id", metadata.get("default-spec-id")),
+        "sort-orders": ("order-id", metadata.get("default-sort-order-id")),
+    }
+    for key, (id_key, wanted) in current.items():
+        if key in metadata:
+            metadata[key] = [item for item in metadata[key] if item.get(id_key) == wanted]
+    return json.dumps(metadata)
+
+
+@dataclass
+class TargetCache:
+    """A table's :class:`FileTarget`, serialized again only when what writing data files reads of it changed.
+
+    Every commit writes a new metadata file, so its location cannot tell; the schema, spec and
+    sort order ids, the location, and the table's and its FileIO's properties (equal as Java maps:
+    vended credentials change with them) can, in a few py4j round trips instead of serializing the
+    whole metadata (40 ms at 60 snapshots, growing with each) for every batch.
+    """
+
+    _key: tuple[Any, ...] | None = None
+    _maps: tuple[Any, Any] | None = None  # the Java property maps the target was built from
+    _target: FileTarget | None = None
+
+    def get(self, spark: SparkSession, java_table: Any) -> FileTarget:
+        """The target of ``java_table`` as it is now (:func:`file_target`), the last one when that is unchanged."""
+        current = java_table.operations().current()
+        key = (
+            str(current.uuid()),
+            int(current.formatVersion()),
+            int(current.currentSchemaId()),
+            int(current.defaultSpecId()),
+            int(current.defaultSortOrderId()),
+            str(current.location()),
+        )
+        maps = (current.properties(), java_table.io().properties())
+        if (
+            self._target is None
+            or self._maps is None
+            or key != self._key
+            or not all(old.equals(new) for old, new in zip(self._maps, maps, strict=True))
+        ):
+            self._key, self._maps, self._target = key, maps, file_target(spark, java_table)
+        return self._target
 
 
 def _quiet_checksums() -> None:

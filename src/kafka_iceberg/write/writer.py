@@ -23,9 +23,9 @@ from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write import commit as modes
 from kafka_iceberg.write.arrow_files import (
     SortedBatch,
+    TargetCache,
     WrittenFile,
     append_files,
-    file_target,
     sort_and_write,
     write_engine,
     write_frame,
@@ -107,6 +107,7 @@ class TableWriter:
         self._iceberg = IcebergTable(spark, self.table)
         self._in_batch = False  # inside :meth:`batch`
         self._loaded = False  # this batch loaded the table already (never True outside a batch)
+        self._targets = TargetCache()  # where the Arrow writer's tasks write
 
     @property
     def quoted(self) -> str:
@@ -382,7 +383,7 @@ class TableWriter:
     def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
         table = self._table()
         data = modes.aligned(modes.drop_internal(rows), table.schema())
-        return write_frame(data, file_target(self.spark, table.java))
+        return write_frame(data, self._targets.get(self.spark, table.java))
 
     def write_sorted(self, frame: DataFrame, labels: Labels) -> SortedBatch:
         """The single pass's one Spark job: ``frame`` sorted, its rows written as data files, the rest brought back.
@@ -395,7 +396,8 @@ class TableWriter:
         schema = table.schema()
         internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
         data = modes.aligned(frame, schema, keep=internal)
-        return sort_and_write(data, file_target(self.spark, table.java), replace(labels, carry=tuple(schema.names)))
+        target = self._targets.get(self.spark, table.java)
+        return sort_and_write(data, target, replace(labels, carry=tuple(schema.names)))
 
     def write_where_parsed(
         self, frame: DataFrame, layout: Layout, *, pt: str | None, rules: list[Rule], persist: Any
@@ -407,7 +409,7 @@ class TableWriter:
         (:func:`~kafka_iceberg.write.certified.write_where_parsed`).
         """
         table = self._table()
-        target = file_target(self.spark, table.java)
+        target = self._targets.get(self.spark, table.java)
         return write_where_parsed(frame, self.spec, layout, target, pt=pt, rules=rules, persist=persist)
 
     def _column(self, name: str, table_schema: StructType) -> str:
