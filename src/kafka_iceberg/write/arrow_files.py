@@ -31,6 +31,7 @@ from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.records import ERROR_COLUMNS, ERROR_SCHEMA_DDL
 from kafka_iceberg.spec.load import arrow_writer_unsupported
 from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.write.jvm import string_map
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -115,7 +116,7 @@ def file_target(spark: SparkSession, java_table: Any) -> FileTarget:
     """
     iceberg = spark._jvm.org.apache.iceberg  # type: ignore[union-attr]
     metadata = str(iceberg.TableMetadataParser.toJson(java_table.operations().current()))
-    return FileTarget(without_history(metadata), pyiceberg_io_properties(dict(java_table.io().properties())))
+    return FileTarget(without_history(metadata), pyiceberg_io_properties(string_map(java_table.io().properties())))
 
 
 # What a data file's writer does not read of the metadata: the table's history, which grows by a
@@ -142,42 +143,6 @@ def without_history(metadata_json: str) -> str:
         if key in metadata:
             metadata[key] = [item for item in metadata[key] if item.get(id_key) == wanted]
     return json.dumps(metadata)
-
-
-@dataclass
-class TargetCache:
-    """A table's :class:`FileTarget`, serialized again only when what writing data files reads of it changed.
-
-    Every commit writes a new metadata file, so its location cannot tell; the schema, spec and
-    sort order ids, the location, and the table's and its FileIO's properties (equal as Java maps:
-    vended credentials change with them) can, in a few py4j round trips instead of serializing the
-    whole metadata (40 ms at 60 snapshots, growing with each) for every batch.
-    """
-
-    _key: tuple[Any, ...] | None = None
-    _maps: tuple[Any, Any] | None = None  # the Java property maps the target was built from
-    _target: FileTarget | None = None
-
-    def get(self, spark: SparkSession, java_table: Any) -> FileTarget:
-        """The target of ``java_table`` as it is now (:func:`file_target`), the last one when that is unchanged."""
-        current = java_table.operations().current()
-        key = (
-            str(current.uuid()),
-            int(current.formatVersion()),
-            int(current.currentSchemaId()),
-            int(current.defaultSpecId()),
-            int(current.defaultSortOrderId()),
-            str(current.location()),
-        )
-        maps = (current.properties(), java_table.io().properties())
-        if (
-            self._target is None
-            or self._maps is None
-            or key != self._key
-            or not all(old.equals(new) for old, new in zip(self._maps, maps, strict=True))
-        ):
-            self._key, self._maps, self._target = key, maps, file_target(spark, java_table)
-        return self._target
 
 
 def _quiet_checksums() -> None:

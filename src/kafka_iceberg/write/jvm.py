@@ -115,9 +115,11 @@ class IcebergTable:
         self.name = name
         self._java: Any = None
         self._summaries: dict[int, dict[str, str]] = {}  # by snapshot id (SnapshotInfo)
-        # What was read of the metadata at ``_read_at`` (schema, spec, sort order, properties): read
-        # again only when a refresh finds other metadata, since py4j makes each read many round trips.
-        self._read_at: str | None = None
+        # What was read of the table's current schema, spec, sort order and properties (and what is
+        # built from them): read again only when one of them changed, not at each commit's new
+        # metadata file, since py4j makes each read many round trips.
+        self._read_at: str | None = None  # the metadata file last checked
+        self._shape: tuple[Any, ...] | None = None  # what the reads were made of (:meth:`_shape_now`)
         self._read: dict[str, Any] = {}
 
     @property
@@ -137,16 +139,42 @@ class IcebergTable:
         """Drop the loaded instance (after the table was created or dropped)."""
         self._java = None
 
-    def _of_metadata(self, what: str, read: Callable[[], Any]) -> Any:
-        """``read()`` of the metadata the table holds now, computed once per metadata file."""
+    def of_metadata(self, what: str, read: Callable[[], Any]) -> Any:
+        """``read()`` of the table's current schema, spec, sort order and properties, computed again when they change.
+
+        Every commit writes a new metadata file; only one that changes what ``read`` reads is read
+        again: the ids of the schema, spec and sort order, the location, and the table's and its
+        FileIO's properties (vended credentials change with the latter).
+        """
         location = self._location()
         if location is None:  # a catalog that names no metadata file: nothing tells two versions apart
             return read()
         if location != self._read_at:
-            self._read_at, self._read = location, {}
+            self._read_at = location
+            shape = self._shape_now()
+            if not self._same_shape(shape):
+                self._shape, self._read = shape, {}
         if what not in self._read:
             self._read[what] = read()
         return self._read[what]
+
+    def _shape_now(self) -> tuple[Any, ...]:
+        current = self.java.operations().current()
+        ids = (
+            str(current.uuid()),
+            int(current.formatVersion()),
+            int(current.currentSchemaId()),
+            int(current.defaultSpecId()),
+            int(current.defaultSortOrderId()),
+            str(current.location()),
+        )
+        return (ids, current.properties(), self.java.io().properties())  # Java maps: compared in the JVM
+
+    def _same_shape(self, shape: tuple[Any, ...]) -> bool:
+        old = self._shape
+        if old is None or old[0] != shape[0]:
+            return False
+        return all(bool(a.equals(b)) for a, b in zip(old[1:], shape[1:], strict=True))
 
     def schema(self) -> StructType:
         """The table schema as a Spark StructType (nullability included)."""
@@ -154,7 +182,7 @@ class IcebergTable:
         def read() -> str:
             return str(jvm(self._spark).org.apache.iceberg.spark.SparkSchemaUtil.convert(self.java.schema()).json())
 
-        return StructType.fromJson(json.loads(self._of_metadata("schema", read)))
+        return StructType.fromJson(json.loads(self.of_metadata("schema", read)))
 
     def partition_fields(self) -> list[tuple[str, str]]:
         """``(transform, source column)`` of the current spec, ``void`` fields left out."""
@@ -168,7 +196,7 @@ class IcebergTable:
                     out.append((transform, str(schema.findColumnName(f.sourceId()))))
             return out
 
-        return list(self._of_metadata("partition_fields", read))
+        return list(self.of_metadata("partition_fields", read))
 
     def sort_fields(self) -> list[tuple[str, str]]:
         """``(column, ASC|DESC)`` of the current sort order (identity transforms only)."""
@@ -180,11 +208,11 @@ class IcebergTable:
                 for f in self.java.sortOrder().fields()
             ]
 
-        return list(self._of_metadata("sort_fields", read))
+        return list(self.of_metadata("sort_fields", read))
 
     def properties(self) -> dict[str, str]:
         """Table properties."""
-        return dict(self._of_metadata("properties", lambda: string_map(self.java.properties())))
+        return dict(self.of_metadata("properties", lambda: string_map(self.java.properties())))
 
     def _location(self) -> str | None:
         location = self.java.operations().current().metadataFileLocation()

@@ -22,10 +22,11 @@ from kafka_iceberg.records import INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write import commit as modes
 from kafka_iceberg.write.arrow_files import (
+    FileTarget,
     SortedBatch,
-    TargetCache,
     WrittenFile,
     append_files,
+    file_target,
     sort_and_write,
     write_engine,
     write_frame,
@@ -107,7 +108,6 @@ class TableWriter:
         self._iceberg = IcebergTable(spark, self.table)
         self._in_batch = False  # inside :meth:`batch`
         self._loaded = False  # this batch loaded the table already (never True outside a batch)
-        self._targets = TargetCache()  # where the Arrow writer's tasks write
 
     @property
     def quoted(self) -> str:
@@ -380,10 +380,14 @@ class TableWriter:
         """Who writes the data files: ``arrow`` (pyarrow in Spark tasks) or ``spark`` (Spark's Iceberg writer)."""
         return write_engine(self.spec)
 
+    def _target(self, table: IcebergTable) -> FileTarget:
+        """Where the Arrow writer's tasks write: serialized again only when the table's shape changed."""
+        return table.of_metadata("file_target", lambda: file_target(self.spark, table.java))  # type: ignore[no-any-return]
+
     def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
         table = self._table()
         data = modes.aligned(modes.drop_internal(rows), table.schema())
-        return write_frame(data, self._targets.get(self.spark, table.java))
+        return write_frame(data, self._target(table))
 
     def write_sorted(self, frame: DataFrame, labels: Labels) -> SortedBatch:
         """The single pass's one Spark job: ``frame`` sorted, its rows written as data files, the rest brought back.
@@ -396,7 +400,7 @@ class TableWriter:
         schema = table.schema()
         internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
         data = modes.aligned(frame, schema, keep=internal)
-        target = self._targets.get(self.spark, table.java)
+        target = self._target(table)
         return sort_and_write(data, target, replace(labels, carry=tuple(schema.names)))
 
     def write_where_parsed(
@@ -409,7 +413,7 @@ class TableWriter:
         (:func:`~kafka_iceberg.write.certified.write_where_parsed`).
         """
         table = self._table()
-        target = self._targets.get(self.spark, table.java)
+        target = self._target(table)
         return write_where_parsed(frame, self.spec, layout, target, pt=pt, rules=rules, persist=persist)
 
     def _column(self, name: str, table_schema: StructType) -> str:
