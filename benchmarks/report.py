@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.datagen import BAD_SHARE
+
 SPARK_CORES = 2
 PYARROW_CORES = 1
 OVERHEAD_LIMIT = 0.15
@@ -360,7 +362,7 @@ def markdown(results: dict[str, Any]) -> str:
             "## Freshness: produce-to-visible latency",
             "",
             f'Trigger `processing_time: "{lat["trigger"]}"`, {lat["rate_records_per_s"]:.0f} flatten records/s '
-            f"({lat.get('bad_share', 0.005):.1%} bad, `decoder: {lat.get('decoder', 'auto')}`) for "
+            f"({lat.get('bad_share', BAD_SHARE):.1%} bad, `decoder: {lat.get('decoder', 'auto')}`) for "
             f"{lat['produce_seconds']:.0f} s ({lat['records_measured']} records in {lat['batches']} batches, "
             f"{lat['avg_batch_records']:.0f} records and {lat['avg_batch_seconds']:.2f} s per batch): "
             f"**p50 {lat['visible_p50_s']:.2f} s, p95 {lat['visible_p95_s']:.2f} s** "

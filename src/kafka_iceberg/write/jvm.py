@@ -119,7 +119,7 @@ class IcebergTable:
         # built from them): read again only when one of them changed, not at each commit's new
         # metadata file, since py4j makes each read many round trips.
         self._read_at: str | None = None  # the metadata file last checked
-        self._shape: tuple[Any, ...] | None = None  # what the reads were made of (:meth:`_shape_now`)
+        self._shape: tuple[Any, ...] | None = None  # what the reads were made of (:meth:`_shape_of`)
         self._read: dict[str, Any] = {}
 
     @property
@@ -146,20 +146,21 @@ class IcebergTable:
         again: the ids of the schema, spec and sort order, the location, and the table's and its
         FileIO's properties (vended credentials change with the latter).
         """
-        location = self._location()
+        current = self.java.operations().current()
+        location = _location_of(current)
         if location is None:  # a catalog that names no metadata file: nothing tells two versions apart
             return read()
         if location != self._read_at:
             self._read_at = location
-            shape = self._shape_now()
+            shape = self._shape_of(current)
             if not self._same_shape(shape):
                 self._shape, self._read = shape, {}
         if what not in self._read:
             self._read[what] = read()
         return self._read[what]
 
-    def _shape_now(self) -> tuple[Any, ...]:
-        current = self.java.operations().current()
+    def _shape_of(self, current: Any) -> tuple[Any, ...]:
+        """What the cached reads are made of in ``current`` (an ``org.apache.iceberg.TableMetadata``)."""
         ids = (
             str(current.uuid()),
             int(current.formatVersion()),
@@ -215,8 +216,7 @@ class IcebergTable:
         return dict(self.of_metadata("properties", lambda: string_map(self.java.properties())))
 
     def _location(self) -> str | None:
-        location = self.java.operations().current().metadataFileLocation()
-        return None if location is None else str(location)
+        return _location_of(self.java.operations().current())
 
     def metadata_location(self) -> str:
         """Location of the current metadata file."""
@@ -236,6 +236,12 @@ class IcebergTable:
                 self._summaries,
             )
             snap = None if parent is None else self.java.snapshot(parent)
+
+
+def _location_of(metadata: Any) -> str | None:
+    """The metadata file of ``metadata`` (an ``org.apache.iceberg.TableMetadata``), None when the catalog names none."""
+    location = metadata.metadataFileLocation()
+    return None if location is None else str(location)
 
 
 class _Action:

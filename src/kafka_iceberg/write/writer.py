@@ -400,8 +400,7 @@ class TableWriter:
         schema = table.schema()
         internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
         data = modes.aligned(frame, schema, keep=internal)
-        target = self._target(table)
-        return sort_and_write(data, target, replace(labels, carry=tuple(schema.names)))
+        return sort_and_write(data, self._target(table), replace(labels, carry=tuple(schema.names)))
 
     def write_where_parsed(
         self, frame: DataFrame, layout: Layout, *, pt: str | None, rules: list[Rule], persist: Any
