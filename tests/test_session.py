@@ -56,6 +56,54 @@ def test_python_workers_import_the_installed_pyspark_not_sparks_zips_of_it(spark
     assert not [z for z in row["zips"] if "site-packages/pyspark" in z], row["zips"]
 
 
+def _daemon_view(batches):
+    import os
+
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
+    # The worker's parent is the daemon it was forked from: the shared objects it has mapped.
+    with open(f"/proc/{os.getppid()}/maps") as maps:
+        mapped = sorted({line.split()[-1] for line in maps if line.rstrip().endswith(".so")})
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
+        command = cmdline.read().replace(b"\0", b" ").decode()
+    yield pa.RecordBatch.from_pylist([{"daemon": command, "mapped": mapped}])
+
+
+def test_python_workers_are_forked_with_the_arrow_tasks_modules_already_imported(spark):
+    """A worker Spark starts after another stopped idle does not import pyarrow, Parquet, pyiceberg again."""
+    row = spark.range(1).mapInArrow(_daemon_view, "daemon string, mapped array<string>").first()
+    assert "kafka_iceberg.python_daemon" in row["daemon"], row["daemon"]
+    names = {Path(p).name.split(".")[0] for p in row["mapped"]}
+    # pyarrow's Parquet, JSON and CSV readers, numpy's core and pydantic (pyiceberg's models).
+    assert {"_parquet", "_json", "_csv", "_multiarray_umath", "_pydantic_core"} <= names, sorted(names)
+
+
+def test_the_daemon_imports_the_arrow_tasks_modules_before_it_forks_any_worker(tmp_path):
+    import subprocess
+    import sys
+
+    # Spark's daemon replaced by a report of what was imported by the time it would have started.
+    code = (
+        "import sys, pyspark.daemon as d\n"
+        "d.manager = lambda: print(' '.join(m for m in PRELOADED if m in sys.modules))\n"
+        "from kafka_iceberg.python_daemon import PRELOADED, main\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    from kafka_iceberg.python_daemon import PRELOADED
+
+    assert out.stdout.split() == list(PRELOADED), out.stdout
+    assert "kafka_iceberg.write.certified" in PRELOADED and "pyiceberg.io.pyarrow" in PRELOADED
+
+
+def test_preloading_leaves_a_module_that_cannot_be_imported_to_the_task():
+    from kafka_iceberg.python_daemon import preload
+
+    assert preload(["json", "kafka_iceberg_no_such_module", "csv"]) == ["json", "csv"]
+
+
 def test_sparks_archives_stay_when_they_are_the_only_pyspark(tmp_path):
     installed = Path(pyspark_home := os.path.dirname(__import__("pyspark").__file__))
     lib, jars = installed / "python" / "lib", installed / "jars"
