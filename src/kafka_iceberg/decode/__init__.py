@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from kafka_iceberg.decode.arrow import Layout, decode_with_arrow, layout_for, uses_arrow
+from kafka_iceberg.decode.arrow import Layout, arrow_parses, decode_with_arrow, layout_for, uses_arrow
 from kafka_iceberg.decode.csv import csv_plan
 from kafka_iceberg.decode.discover import discover
 from kafka_iceberg.decode.flatten import flatten_plan, parse_stages
@@ -70,8 +70,9 @@ class Decoded:
             from. Persist it before using either and the batch is decoded once, not once for
             the rows and again for the errors.
         parsed: the Arrow decoder's pass, which ``outcome`` reads (None for the Spark decoder).
-        layout: what the Arrow decoder parses (None for the Spark decoder); the single pass
-            writes the records it certifies where they are parsed (``write/certified.py``).
+        layout: what the Arrow decoder parses, or would with ``decoder: arrow`` (None where it
+            cannot: text, binary, flatten finding new columns); the single pass writes the records
+            it certifies where they are parsed (``write/certified.py``).
         split: builds (``rows``, ``errors``).
         single_of: builds ``single``; None for the schema-driven formats.
     """
@@ -183,9 +184,8 @@ def decode(
         )
     pt = pt_value(spec.partition_window, flush_time)
     parsed: DataFrame | None = None
-    layout: Layout | None = None
-    if uses_arrow(spec, decoder):
-        layout = layout_for(spec, arrow_columns, required)
+    layout = layout_for(spec, arrow_columns, required) if arrow_parses(spec) else None
+    if layout is not None and uses_arrow(spec, decoder):
         outcome, parsed = decode_with_arrow(frame, spec, plan, layout)
     else:
         outcome = outcome_of(frame, plan)

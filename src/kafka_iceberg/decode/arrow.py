@@ -134,15 +134,18 @@ def _native_arrow_type(col_type: str) -> pa.DataType:
     return types.get(col_type, pa.string())
 
 
+def arrow_parses(spec: TableSpec) -> bool:
+    """Whether the Arrow decoder can decode the table (text and binary have nothing to parse)."""
+    return spec.source.format in ("json", "flatten", "csv") and arrow_decoder_unsupported(spec) is None
+
+
 def uses_arrow(spec: TableSpec, decoder: str | None = None) -> bool:
-    """Whether the table is decoded by the Arrow decoder (text and binary have nothing to parse).
+    """Whether the table is decoded by the Arrow decoder.
 
     ``decoder``: ``spark`` or ``arrow`` in place of ``source.decoder`` (the single pass's choice for ``auto``).
     """
-    fmt, decoder = spec.source.format, decoder or spec.source.decoder
-    if fmt not in ("json", "flatten", "csv") or arrow_decoder_unsupported(spec) is not None:
-        return False
-    return decoder == "arrow" or (decoder == "auto" and fmt in AUTO_ARROW)
+    decoder = decoder or spec.source.decoder
+    return arrow_parses(spec) and (decoder == "arrow" or (decoder == "auto" and spec.source.format in AUTO_ARROW))
 
 
 def layout_for(spec: TableSpec, columns: dict[str, str], required: set[str] | None = None) -> Layout:

@@ -24,7 +24,7 @@ from kafka_iceberg.checks.expectations import violation
 from kafka_iceberg.checks.labels import Labels, check_columns, merged_stats
 from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import Decoded, decode, discovers_columns, pt_value
-from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED
+from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED, uses_arrow
 from kafka_iceberg.decode.plan import kafka_frame
 from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.errors import ConfigError, summary
@@ -338,26 +338,32 @@ class BatchProcessor:
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, shape.labels, None
+        # Where the Arrow decoder applies, the shape (columns, labels) is taken from Spark's decoder's
+        # plan: the same columns, and a third of the Spark analysis to build (Arrow's plan is Spark's
+        # for the records it leaves, plus its own pass and a union).
+        arrow = uses_arrow(self.spec, decoder)
         decoded = decode(
-            raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder=decoder
-        )
+            raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir,
+            decoder="spark" if arrow else decoder,
+        )  # fmt: skip
         labelled, labels, rows = self._labelled(decoded, table_schema)
         self._apply_plan(rows.schema)
-        rules = self._arrow_rules(rows) if decoded.layout is not None else []
-        if decoded.layout is not None and writes_where_parsed(self.spec, decoded.layout, rules):
-            shape = _WhereParsed(decoded.layout, rows.schema, labels, [r for r in rules if r is not None])
+        layout = decoded.layout if arrow else None
+        rules = self._arrow_rules(rows) if layout is not None else []
+        if layout is not None and writes_where_parsed(self.spec, layout, rules):
+            shape = _WhereParsed(layout, rows.schema, labels, [r for r in rules if r is not None])
             self._where_parsed[schema_key] = shape
             written = self._write_where_parsed(
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, labels, rows
-        if decoder == "arrow":  # auto tried it: not here, and not again against this schema
+        if decoder == "arrow":  # auto tried it: not here, and not again against this schema (decoded is Spark's)
             self._spark_decodes.add(schema_key)
-            if decoded.layout is not None:
-                decoded = decode(
-                    raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder="spark"
-                )
-                labelled, labels, rows = self._labelled(decoded, table_schema)
+        elif arrow:  # ``decoder: arrow`` where it cannot write what it parses: its pass feeds the rows
+            decoded = decode(
+                raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder=decoder
+            )
+            labelled, labels, rows = self._labelled(decoded, table_schema)
         if decoded.parsed is not None:
             persist(decoded.parsed)  # the Arrow decoder's pass, read by both its certified and its other records
         return self.writer.write_sorted(labelled, labels), labels, rows
