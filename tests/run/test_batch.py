@@ -287,6 +287,40 @@ def test_decoder_auto_writes_json_where_it_parses_it_and_backs_off_where_it_does
         assert len(where_parsed) == 3 and decoders == ["spark", "spark", "spark", None]
 
 
+def test_decoder_arrow_where_it_cannot_write_what_it_parses_plans_each_batch_once(spark, files_catalog, monkeypatch):
+    """``decoder: arrow`` with ``include_headers``: the Arrow decoder's rows go to the single pass's writer.
+
+    The first batch against each table schema is planned with Spark's decoder to find that, then with
+    Arrow's; later batches against that schema go straight to Arrow's plan, built once per batch.
+    """
+    from kafka_iceberg.run import batch as batch_module
+
+    decoders: list[str | None] = []
+    decode = batch_module.decode
+
+    def traced(*args: Any, decoder: str | None = None, **kwargs: Any) -> Any:
+        decoders.append(decoder)
+        return decode(*args, decoder=decoder, **kwargs)
+
+    monkeypatch.setattr(batch_module, "decode", traced)
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    source = {"topics": ["t"], "format": "json", "include_headers": True, "decoder": "arrow"}
+    table = spec(ns, source=source, schema=None, expectations={}, write={"engine": "arrow"})
+    processor = BatchProcessor(spark, "unit", table, files_catalog)
+    clean = [m for m in MESSAGES if m.value != "not json"]
+    offset = 0
+    for batch_id, messages in enumerate([clean, MESSAGES, clean]):
+        numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
+        offset += len(messages)
+        raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
+        report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+        bad = len(messages) - len(clean)
+        assert (report.records_in, report.records_written, report.records_quarantined) == (len(messages), 4, bad)
+    assert decoders == ["spark", None, "spark", None, None]
+    values = sorted(r["value"] for r in spark.table(f"{files_catalog}.{ns}.events").collect())
+    assert values == sorted([m.value for m in clean] * 3)
+
+
 def _tables_by_decoder(
     spark: Any, catalog: str, messages: list[Msg], fmt: str, columns: dict[str, str], **overrides: Any
 ) -> dict[str, Any]:

@@ -119,8 +119,9 @@ class BatchProcessor:
     _offsets: Offsets = field(default_factory=dict, init=False)  # the stream's last committed source offsets
     # What writing certified records where they are parsed needs, per table schema (its payload columns).
     _where_parsed: dict[Key, _WhereParsed] = field(default_factory=dict, init=False)
-    # The table schemas where ``decoder: auto`` found that the Arrow decoder cannot write where it parses.
-    _spark_decodes: set[Key] = field(default_factory=set, init=False)
+    # The table schemas where the Arrow decoder was found not to write where it parses: ``auto``
+    # takes Spark's decoder there, ``arrow`` its own plan without looking again.
+    _elsewhere: set[Key] = field(default_factory=set, init=False)
     _rules: dict[Key, list[Rule | None]] = field(default_factory=dict, init=False)  # by the rows' columns
     _spark_batches: int = field(default=0, init=False)  # batches ``decoder: auto`` gives Spark's decoder next
 
@@ -339,9 +340,9 @@ class BatchProcessor:
             )
             return written, shape.labels, None
         # Where the Arrow decoder applies, the shape (columns, labels) is taken from Spark's decoder's
-        # plan: the same columns, and a third of the Spark analysis to build (Arrow's plan is Spark's
+        # plan: the same columns, and 0.3-0.7 of the Spark analysis to build (Arrow's plan is Spark's
         # for the records it leaves, plus its own pass and a union).
-        arrow = uses_arrow(self.spec, decoder)
+        arrow = uses_arrow(self.spec, decoder) and schema_key not in self._elsewhere
         decoded = decode(
             raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir,
             decoder="spark" if arrow else decoder,
@@ -357,9 +358,9 @@ class BatchProcessor:
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, labels, rows
-        if decoder == "arrow":  # auto tried it: not here, and not again against this schema (decoded is Spark's)
-            self._spark_decodes.add(schema_key)
-        elif arrow:  # ``decoder: arrow`` where it cannot write what it parses: its pass feeds the rows
+        if arrow or decoder == "arrow":  # not written where parsed against this schema, now or later
+            self._elsewhere.add(schema_key)
+        if arrow and decoder != "arrow":  # ``decoder: arrow``: its pass feeds the rows (auto keeps Spark's plan)
             decoded = decode(
                 raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder=decoder
             )
@@ -385,7 +386,7 @@ class BatchProcessor:
         shape = self._where_parsed.get(schema_key)
         if shape is not None:
             return shape, None
-        if auto and self.spec.source.format in AUTO_ARROW_WHERE_PARSED and schema_key not in self._spark_decodes:
+        if auto and self.spec.source.format in AUTO_ARROW_WHERE_PARSED and schema_key not in self._elsewhere:
             return None, "arrow"
         return None, None
 
