@@ -232,6 +232,35 @@ def test_the_arrow_writers_single_pass_runs_one_spark_job_per_batch(spark, files
         assert jobs >= 3
 
 
+def _traced_decoders(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The ``decoder`` argument of each decode the batch processor plans, in order."""
+    from kafka_iceberg.run import batch as batch_module
+
+    decoders: list[str | None] = []
+    decode = batch_module.decode
+
+    def traced(*args: Any, decoder: str | None = None, **kwargs: Any) -> Any:
+        decoders.append(decoder)
+        return decode(*args, decoder=decoder, **kwargs)
+
+    monkeypatch.setattr(batch_module, "decode", traced)
+    return decoders
+
+
+def _process_batches(spark: Any, processor: BatchProcessor, batches: list[list[Msg]], clean: list[Msg]) -> None:
+    """Each batch at the offsets after the last one's: its ``clean`` records written, the others quarantined."""
+    offset = 0
+    for batch_id, messages in enumerate(batches):
+        numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
+        offset += len(messages)
+        raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
+        report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+        bad = len(messages) - len(clean)
+        assert (report.records_in, report.records_written, report.records_quarantined) == (
+            len(messages), len(clean), bad
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("include_headers", [False, True])
 def test_decoder_auto_writes_json_where_it_parses_it_and_backs_off_where_it_does_not_pay(
     spark, files_catalog, caplog, monkeypatch, include_headers
@@ -246,31 +275,16 @@ def test_decoder_auto_writes_json_where_it_parses_it_and_backs_off_where_it_does
     """
     from benchmarks.stages import BATCH, profiled
 
-    from kafka_iceberg.run import batch as batch_module
-
-    decoders: list[str | None] = []
-    decode = batch_module.decode
-
-    def traced(*args: Any, decoder: str | None = None, **kwargs: Any) -> Any:
-        decoders.append(decoder)
-        return decode(*args, decoder=decoder, **kwargs)
-
-    monkeypatch.setattr(batch_module, "decode", traced)
+    decoders = _traced_decoders(monkeypatch)
     ns = f"bp_{uuid.uuid4().hex[:8]}"
     source = {"topics": ["t"], "format": "json", "include_headers": include_headers}
     table = spec(ns, source=source, schema=None, expectations={}, write={"engine": "arrow"})
     processor = BatchProcessor(spark, "unit", table, files_catalog)
     caplog.set_level("INFO", logger="kafka_iceberg")
     clean = [m for m in MESSAGES if m.value != "not json"]
-    batches, offset = [clean, clean, MESSAGES, clean], 0
+    batches = [clean, clean, MESSAGES, clean]
     with profiled(spark) as profile:  # make bench's stage profile, checked here on every path of auto
-        for batch_id, messages in enumerate(batches):
-            numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
-            offset += len(messages)
-            raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
-            report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
-            bad = len(messages) - len(clean)
-            assert (report.records_in, report.records_written, report.records_quarantined) == (len(messages), 4, bad)
+        _process_batches(spark, processor, batches, clean)
     # The jobs that write, where parsed or not, are the single pass's, not "the rest of the batch"
     # (results.md counted the job writing where parsed there until stop 31).
     single = "single pass (decode, checks, data files)"
@@ -293,29 +307,13 @@ def test_decoder_arrow_where_it_cannot_write_what_it_parses_plans_each_batch_onc
     The first batch against each table schema is planned with Spark's decoder to find that, then with
     Arrow's; later batches against that schema go straight to Arrow's plan, built once per batch.
     """
-    from kafka_iceberg.run import batch as batch_module
-
-    decoders: list[str | None] = []
-    decode = batch_module.decode
-
-    def traced(*args: Any, decoder: str | None = None, **kwargs: Any) -> Any:
-        decoders.append(decoder)
-        return decode(*args, decoder=decoder, **kwargs)
-
-    monkeypatch.setattr(batch_module, "decode", traced)
+    decoders = _traced_decoders(monkeypatch)
     ns = f"bp_{uuid.uuid4().hex[:8]}"
     source = {"topics": ["t"], "format": "json", "include_headers": True, "decoder": "arrow"}
     table = spec(ns, source=source, schema=None, expectations={}, write={"engine": "arrow"})
     processor = BatchProcessor(spark, "unit", table, files_catalog)
     clean = [m for m in MESSAGES if m.value != "not json"]
-    offset = 0
-    for batch_id, messages in enumerate([clean, MESSAGES, clean]):
-        numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
-        offset += len(messages)
-        raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
-        report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
-        bad = len(messages) - len(clean)
-        assert (report.records_in, report.records_written, report.records_quarantined) == (len(messages), 4, bad)
+    _process_batches(spark, processor, [clean, MESSAGES, clean], clean)
     assert decoders == ["spark", None, "spark", None, None]
     values = sorted(r["value"] for r in spark.table(f"{files_catalog}.{ns}.events").collect())
     assert values == sorted([m.value for m in clean] * 3)
