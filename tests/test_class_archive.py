@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -54,6 +55,19 @@ def test_an_archive_of_another_classpath_is_ignored_without_a_word():
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert run.returncode == 0
     assert "archive" not in run.stderr.lower() and "warning" not in run.stderr.lower(), run.stderr
+
+
+def test_jars_made_again_at_the_same_place_get_another_archive(tmp_path):
+    """The JVM ignores an archive whose classpath jars changed size or time (a virtualenv made again)."""
+    jar = tmp_path / "iceberg-spark-runtime.jar"
+    jar.write_bytes(b"PK")
+    before = session.class_archive_path([jar])
+    assert session.class_archive_path([jar]) == before  # stable while nothing changes
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 10**9))
+    touched = session.class_archive_path([jar])
+    jar.write_bytes(b"PK\x03")
+    assert len({before, touched, session.class_archive_path([jar])}) == 3
+    assert before.name.split("-")[:3] == touched.name.split("-")[:3]  # same install: the old one is replaced
 
 
 def test_no_archive_no_option(tmp_path, monkeypatch):

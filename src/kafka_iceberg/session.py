@@ -59,6 +59,15 @@ LOCAL_DEFAULTS: dict[str, str] = {
 CLASS_ARCHIVE_QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 
 
+def _stamped(jar: Path) -> str:
+    """``jar`` with its size and modification time, as the JVM checks an archive's classpath."""
+    try:
+        st = jar.stat()
+    except OSError:  # not downloaded yet: a session would not start either
+        return str(jar)
+    return f"{jar}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def _java_home() -> str:
     """The JDK spark-submit starts (``$JAVA_HOME``, else ``java`` on ``PATH``), resolved."""
     home = os.environ.get("JAVA_HOME")
@@ -73,14 +82,18 @@ def class_archive_path(classpath: Iterable[Path] | None = None) -> Path:
 
     ``spark-<pyspark version>-<install>-<contents>.jsa``: the JVM checks its classpath against the
     archive's, so each pyspark install (``<install>``, a digest of its location) has its own, and
-    ``<contents>`` digests what the archive holds: pyspark, the JDK, the ``spark`` jars (``classpath``).
+    ``<contents>`` digests what the archive holds: pyspark, the JDK, the ``spark`` jars (``classpath``)
+    and pyspark's own, each with its size and modification time. The JVM ignores an archive whose
+    jars have another size or time: a virtualenv made again at the same place gets a new archive
+    instead of one every session ignores.
     """
     import pyspark
 
     spark_jars = tuple(classpath) if classpath is not None else jars.resolve_classpath(jars.SPARK)
+    own = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
     install = hashlib.sha256(pyspark.__file__.encode()).hexdigest()[:8]
     contents = hashlib.sha256()
-    for part in (pyspark.__version__, _java_home(), *map(str, spark_jars)):
+    for part in (pyspark.__version__, _java_home(), *map(_stamped, [*spark_jars, *own])):
         contents.update(part.encode() + b"\0")
     return cache_dir() / "jvm" / f"spark-{pyspark.__version__}-{install}-{contents.hexdigest()[:12]}.jsa"
 
