@@ -34,8 +34,12 @@ fmt: venv
 	$(BIN)/ruff format src tests benchmarks resources
 	$(BIN)/ruff check --fix src tests benchmarks resources
 
+# Test files run on this many pytest-xdist workers, each with its own local stack and Spark session
+# (docs/local-stack.md, "Two test workers"); TEST_WORKERS=0 runs them in this process, one by one.
+TEST_WORKERS ?= 2
+
 test: jars lint  ## the whole suite: unit and integration tests against the local stack
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-unit: jars  ## only the tests that need no local stack
 	$(BIN)/pytest -m "not integration"

@@ -224,6 +224,7 @@ def _local_case(task: WheelTask) -> Any:
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # its module fixture runs every task of the local target: ~3-5 minutes
 @pytest.mark.parametrize("task_id", [_local_case(t) for t in LOCAL_TASKS])
 def test_local_task_runs_from_the_wheel_and_its_rows_land(task_id, local_runs):
     task, result = local_runs.results[task_id]
