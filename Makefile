@@ -36,10 +36,12 @@ fmt: venv
 
 # Test files run on this many pytest-xdist workers, each with its own local stack and Spark session
 # (docs/local-stack.md, "Two test workers"); TEST_WORKERS=0 runs them in this process, one by one.
+# Whole files, in the order tests/conftest.py gives them (xdist would hand out the most numerous first).
 TEST_WORKERS ?= 2
+TEST_DIST    := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: jars lint  ## the whole suite: unit and integration tests against the local stack
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest $(TEST_DIST)
 
 test-unit: jars  ## only the tests that need no local stack
 	$(BIN)/pytest -m "not integration"
