@@ -30,6 +30,6 @@ def test_the_files_with_a_slow_test_are_handed_out_first_each_file_in_one_piece(
 def test_make_test_hands_out_whole_files_in_that_order():
     recipe = (REPO / "Makefile").read_text()
     # pytest-xdist hands out the files with the most tests first unless told not to: the dense-crash
-    # runs (3 tests, 7 minutes) started last and ran alone at the end.
+    # runs (3 tests, 7 minutes) went out among the last files.
     assert re.search(r"^TEST_DIST +:= -n \$\(TEST_WORKERS\) --dist loadfile --no-loadscope-reorder$", recipe, re.M)
     assert re.search(r"^test: .*\n\t\$\(BIN\)/pytest \$\(TEST_DIST\)$", recipe, re.M)
