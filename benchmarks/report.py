@@ -273,10 +273,15 @@ def _fmt_int(x: float) -> str:
 def markdown(results: dict[str, Any]) -> str:
     """``results.md``: the table, the method, the machine and the anchors."""
     meta = results["meta"]
+    config = meta.get("config", {})
+    sweeps = max((len(r.get("framework", [])) for r in results["runs"]), default=0)
+    options = [f"--{k.replace('_', '-')} {config[k]:g}" for k in ("repeat", "budget_minutes") if k in config]
+    how = f"`{' '.join(['benchmarks/run.py', *options])}`"
     lines = [
         "# Benchmarks: kafka-iceberg against a hand-written Spark job and pyarrow",
         "",
-        f"Measured {meta['measured_at']} by `make bench` (`benchmarks/run.py`) in {meta['total_seconds']:.0f} s "
+        f"Measured {meta['measured_at']} by {how} ({sweeps} sweep{'s' if sweeps != 1 else ''}, the faster "
+        f"attempt of each measurement reported) in {meta['total_seconds']:.0f} s "
         f"on {meta['machine']['cpus']} cores / {meta['machine']['memory_gb']} GiB "
         f"({meta['machine']['cpu_model']}); load average {meta['machine']['load_before']} before, "
         f"{meta['machine']['load_after']} after. **The machine is shared**: every figure below is a ratio "
