@@ -167,7 +167,7 @@ def _auto_arrow(results: dict[str, Any]) -> str:
 
 
 def writer_lines(results: dict[str, Any]) -> list[str]:
-    """The two writers side by side (append datasets)."""
+    """The two writers side by side (append datasets, and overwrite where measured)."""
     runs = [r for r in results["runs"] if "framework_arrow_writer" in r["summary"]]
     if not runs:
         return []
@@ -179,7 +179,8 @@ def writer_lines(results: dict[str, Any]) -> list[str]:
         "Arrow writer reads each batch once: decode, checks and data files in one Spark job, nothing "
         'cached or counted (docs/write.md, "The single pass"); Spark\'s writer takes it step by step. '
         "*Arrow ÷ Spark* > 1 means the Arrow writer made the whole run faster; `write.engine: auto` "
-        "takes it for json, csv and flatten. Issue 20's goal is the Arrow path at 2.0x (a) or more "
+        "takes it for json, csv, flatten, text and binary, appended or overwritten. Issue 20's goal is "
+        "the Arrow path at 2.0x (a) or more "
         "for json, flatten and csv on clean topics.",
         "",
         "| dataset | Spark writer vs (a), wall | Arrow writer vs (a), wall | Arrow writer vs (a), CPU "
@@ -191,7 +192,8 @@ def writer_lines(results: dict[str, Any]) -> list[str]:
         r = s["ratios"]
         files = run.get("layout", {}).get("framework_arrow_writer", {}).get("files_per_commit", float("nan"))
         lines.append(
-            f"| {run['dataset']} | {r['spark_writer_vs_a_wall']:.2f} | {r['arrow_writer_vs_a_wall']:.2f} "
+            f"| {run['dataset']}{'' if run['mode'] == 'append' else ' (' + run['mode'] + ')'} "
+            f"| {r['spark_writer_vs_a_wall']:.2f} | {r['arrow_writer_vs_a_wall']:.2f} "
             f"| {r['arrow_writer_vs_a_cpu']:.2f} | {r['arrow_vs_spark_writer_wall']:.2f} "
             f"| {r['arrow_vs_spark_writer_cpu']:.2f} | {files:.1f} |"
         )

@@ -54,6 +54,7 @@ FIXES_FILE = Path(__file__).with_name("fixes.md")
 LATENCY_RESERVE_S = 120.0
 TWO_DECODERS = ("json", "csv", "flatten")  # measured with both decoders (source.decoder spark and arrow)
 WARM_UP_BATCHES = 2  # batches each measurement of a format runs untimed before its first timed run
+BOTH_WRITERS = ("append", "overwrite")  # commit modes measured with both writers (write.engine spark and arrow)
 
 OVERHEAD_REASONS = {
     "flatten": (
@@ -408,7 +409,7 @@ class Bench:
                     order = ["framework", "baseline_a"] if (i + rep) % 2 == 0 else ["baseline_a", "framework"]
                     if mode == "append" and ds.fmt in TWO_DECODERS:
                         order[1:1] = [other_decoder(ds), "baseline_c", "baseline_d"]
-                    if mode == "append":  # the writer that write.engine auto did not take
+                    if mode in BOTH_WRITERS:  # the writer that write.engine auto did not take
                         order.insert(1, other_writer(ds))
                     if mode == "append" and ds.name in broker.BROKER_DATASETS:
                         order += ["framework_broker", "baseline_a_broker"][:: 1 if (i + rep) % 2 == 0 else -1]
@@ -498,7 +499,7 @@ def new_entry(ds: datagen.Dataset, gen: datagen.Generated, mode: str) -> dict[st
     """An empty record of one dataset x mode, to which each attempt is appended."""
     two = mode == "append" and ds.fmt in TWO_DECODERS
     entry: dict[str, Any] = {other_decoder(ds): [], "baseline_c": [], "baseline_d": []} if two else {}
-    if mode == "append":
+    if mode in BOTH_WRITERS:
         entry[other_writer(ds)] = []
     if mode == "append" and ds.name in broker.BROKER_DATASETS:
         entry |= {"framework_broker": [], "baseline_a_broker": []}

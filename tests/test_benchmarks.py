@@ -265,3 +265,12 @@ def test_each_format_and_mode_is_warmed_up_once_on_its_first_batches_by_each_mea
     assert gen.good_file != full.good_file  # the baselines' good messages are kept per file, not per name
     for warm_file, full_file in zip(gen.files, full.files, strict=False):  # the dataset's first batches
         assert pq.read_table(warm_file).equals(pq.read_table(full_file))
+
+
+def test_append_and_overwrite_are_measured_with_both_writers(generated):
+    # auto takes the Arrow writer for flatten appends and overwrites (stop 43); upsert keeps Spark's MERGE.
+    ds, gen = generated["flatten_small"]
+    assert run.other_writer(ds) == "framework_spark_writer"
+    assert "framework_spark_writer" in run.new_entry(ds, gen, "append")
+    assert "framework_spark_writer" in run.new_entry(ds, gen, "overwrite")
+    assert not {"framework_spark_writer", "framework_arrow_writer"} & set(run.new_entry(ds, gen, "upsert"))

@@ -149,6 +149,7 @@ tables:
         ({"source": {"topics": ["t"], "format": "binary"}, "schema": None}, "arrow"),
         ({"source": {"topics": ["t"], "format": "binary"}, "schema": None, "partitioning": ["key"]}, "spark"),
         ({"commit_mode": "upsert", "key_fields": ["id"]}, "spark"),
+        ({"commit_mode": "overwrite", "partitioning": ["city"]}, "arrow"),  # replaces the partitions it wrote
         ({"transform": "tests.run.test_batch:odd_ids_only"}, "spark"),
         ({"partitioning": ["hours(at)", "bucket(4, id)", "city", "pt"]}, "arrow"),
         ({"partitioning": ["at"]}, "spark"),  # identity on a timestamp: Java takes no string for it
@@ -171,3 +172,62 @@ def test_auto_takes_the_arrow_writer_only_where_its_single_pass_applies_and_was_
         | table
     )
     assert write_engine(spec) == engine
+
+
+def test_both_writers_overwrite_exactly_the_partitions_each_batch_holds_rows_for(tmp_path, lake, stack):
+    # Three batches of 100: the third all bad, so it replaces nothing (Spark skips a dynamic
+    # overwrite of no rows) and only carries its marker.
+    ns, topic = unique("overwrite"), unique("cities")
+    docs = [json.loads(v) for _, v in orders(200)]
+    for doc in docs[100:]:  # Hangzhou only in the first batch: its partition is never replaced
+        doc["city"] = "Paris" if doc["city"] == "Hangzhou" else doc["city"]
+    records = [(str(i), json.dumps(doc)) for i, doc in enumerate(docs)]
+    records += [(str(i), '{"id": "bad"}') for i in range(200, 300)]
+    produce(stack.kafka_bootstrap, topic, records, partition=0)
+    tables = "".join(
+        f"""
+  - name: {name}
+    namespace: {ns}
+    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 100}}
+    schema: {{columns: {{id: long, amount: double, city: string, at: timestamp, due: timestamp, price: "decimal(10,2)", vip: boolean}}}}
+    schema_evolution: strict
+    partition_window: none
+    commit_mode: overwrite
+    partitioning: {partitioning}
+    errors: {{skip_error: true}}
+    write: {{engine: {writer}}}
+"""
+        for name, writer, partitioning in (
+            ("by_city_spark", "spark", "[city]"),
+            ("by_city_arrow", "arrow", "[city]"),
+            ("whole_arrow", "arrow", "[]"),  # unpartitioned: each batch replaces the whole table
+        )
+    )
+    ran = run_pipeline(tmp_path, f"pipeline: overwrites\ncatalog: lake\ntables:{tables}")
+    catalog = lake.pyiceberg()
+    by_city_spark, by_city_arrow, whole_arrow = (
+        catalog.load_table(f"{ns}.{n}") for n in ("by_city_spark", "by_city_arrow", "whole_arrow")
+    )
+    reports = [r for r in ran.reports if r.table.endswith("by_city_arrow")]
+    assert [r.records_in for r in reports] == [100, 100, 100] and reports[2].records_written == 0
+
+    def rows(table: Any) -> list[dict[str, Any]]:
+        return sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["offset"])
+
+    # Each city holds the good rows of the last batch that had any for it; a city only the first
+    # batch had keeps that batch's rows.
+    good = [(i, json.loads(v)) for i, (_, v) in enumerate(records) if isinstance(json.loads(v)["id"], int)]
+    last_batch = {doc["city"]: i // 100 for i, doc in good}
+    expected = sorted(i for i, doc in good if i // 100 == last_batch[doc["city"]])
+    assert last_batch["Hangzhou"] == 0 and last_batch["Paris"] == 1
+    arrow_rows = rows(by_city_arrow)
+    assert [r["offset"] for r in arrow_rows] == expected
+    assert arrow_rows == rows(by_city_spark)  # value for value
+    assert [r["offset"] for r in rows(whole_arrow)] == [i for i, _ in good if i // 100 == 1]
+
+    # One snapshot per batch, each with the marker: two overwrites, then the empty batch's append.
+    for table in (by_city_spark, by_city_arrow):
+        snapshots = table.snapshots()
+        assert [s.summary.get("kafka-iceberg.batch-id") for s in snapshots] == ["0", "1", "2"]
+        assert [s.summary.operation.value for s in snapshots] == ["overwrite", "overwrite", "append"]
+    assert_verified(tmp_path / "pipelines" / "p.yml")

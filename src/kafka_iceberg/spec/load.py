@@ -152,8 +152,8 @@ def arrow_decoder_unsupported(table: TableSpec) -> str | None:
 
 def arrow_writer_unsupported(table: TableSpec) -> str | None:
     """Why ``write.engine: arrow`` cannot write this table (None: it can)."""
-    if not table.appends_only:
-        return f"spark or auto (the arrow writer appends; commit_mode {table.commit_mode} needs Spark's writer)"
+    if table.commit_mode == "upsert":
+        return "spark or auto (the arrow writer appends or replaces partitions; commit_mode upsert needs Spark's MERGE)"
     if table.write.sort_order:
         return "spark or auto (the arrow writer does not sort; write.sort_order needs Spark's writer)"
     return None

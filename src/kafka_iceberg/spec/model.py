@@ -418,11 +418,6 @@ class TableSpec(Frozen):
         """A batch may replace rows already committed (overwrite, upsert): rows are not records one to one."""
         return self.commit_mode in ("overwrite", "upsert")
 
-    @property
-    def appends_only(self) -> bool:
-        """Every batch only adds rows (append): what the Arrow writer can write."""
-        return self.commit_mode == "append"
-
 
 class Pipeline(Frozen):
     """A pipeline file: an id, a default catalog and its tables."""

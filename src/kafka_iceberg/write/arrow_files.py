@@ -1,11 +1,12 @@
 """The Arrow writer: Spark tasks write a batch's Parquet data files with pyarrow, the driver commits them.
 
-``write.engine: arrow`` (append tables). Each Spark task receives its rows as Arrow batches
+``write.engine: arrow`` (append and overwrite tables). Each Spark task receives its rows as Arrow batches
 (``mapInArrow``) and writes them through pyiceberg's Parquet writer: the table's schema with its
 field ids, its partition spec (identity, bucket, truncate and time transforms), codec and target
 file size, to the table's location through a FileIO built from the *table's own* FileIO
 properties (the catalog's settings plus any credentials it vended). Tasks return only each file's
-path, size and record count. The driver then appends every file of the batch in **one** Iceberg
+path, size and record count. The driver then appends every file of the batch (or, under
+``commit_mode: overwrite``, replaces the partitions they hold rows for) in **one** Iceberg
 commit through the Java API of the Spark catalog's table (so every catalog type works), with the
 column metrics read from each file's footer by Iceberg itself and the batch's exactly-once marker
 in the snapshot summary.
@@ -322,7 +323,38 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels) -> Sort
 
 
 def append_files(spark: SparkSession, java_table: Any, files: list[WrittenFile], properties: Mapping[str, str]) -> None:
-    """Append ``files`` to ``java_table`` in one commit whose snapshot summary holds ``properties``.
+    """Append ``files`` to ``java_table`` in one commit whose snapshot summary holds ``properties``."""
+    append = java_table.newAppend()
+    _commit(append, append.appendFile, _java_data_files(spark, java_table, files), properties)
+
+
+def replace_partitions(
+    spark: SparkSession, java_table: Any, files: list[WrittenFile], properties: Mapping[str, str]
+) -> None:
+    """Replace the partitions ``files`` hold rows for by ``files``, in one commit (``commit_mode: overwrite``).
+
+    Iceberg's ``ReplacePartitions`` is what Spark's ``overwritePartitions()`` commits: other
+    partitions are untouched, and on an unpartitioned table the whole table is replaced. Spark
+    commits nothing for no rows, so ``files`` must not be empty: :func:`append_files` then commits
+    the batch's marker without touching a row.
+    """
+    if not files:
+        raise ValueError("a dynamic overwrite of no files replaces nothing (Spark skips it): append the marker")
+    replace = java_table.newReplacePartitions()
+    _commit(replace, replace.addFile, _java_data_files(spark, java_table, files), properties)
+
+
+def _commit(update: Any, add: Any, data_files: list[Any], properties: Mapping[str, str]) -> None:
+    """Commit Iceberg's ``update`` with ``data_files`` (each given to ``add``) and ``properties`` in its summary."""
+    for data_file in data_files:
+        add(data_file)
+    for key, value in properties.items():
+        update.set(key, value)
+    update.commit()
+
+
+def _java_data_files(spark: SparkSession, java_table: Any, files: list[WrittenFile]) -> list[Any]:
+    """``files`` as Iceberg ``DataFile``s of ``java_table``'s current partition spec.
 
     Column metrics come from each file's footer, read by Iceberg with the table's metrics config,
     so they are what Spark's writer would have recorded. The footers are read concurrently: each
@@ -340,16 +372,14 @@ def append_files(spark: SparkSession, java_table: Any, files: list[WrittenFile],
         every_metrics = list(_footer_readers().map(footer_metrics, files))
     else:
         every_metrics = [footer_metrics(f) for f in files]
-    append = java_table.newAppend()
+    out = []
     for f, metrics in zip(files, every_metrics, strict=True):
         builder = iceberg.DataFiles.builder(spec).withPath(f.path).withFileSizeInBytes(f.size)
         builder = builder.withFormat("PARQUET").withMetrics(metrics)
         if f.partition:
             builder = builder.withPartitionValues(json.loads(f.partition))
-        append.appendFile(builder.build())
-    for key, value in properties.items():
-        append.set(key, value)
-    append.commit()
+        out.append(builder.build())
+    return out
 
 
 _readers: list[ThreadPoolExecutor] = []

@@ -27,6 +27,7 @@ from kafka_iceberg.write.arrow_files import (
     WrittenFile,
     append_files,
     file_target,
+    replace_partitions,
     sort_and_write,
     write_engine,
     write_frame,
@@ -337,7 +338,9 @@ class TableWriter:
                 if landed is not None:
                     return landed
             table = self._table()  # as the marker check or _find loaded it (loaded again after an evolution)
-            if files is not None:
+            if files and self.spec.commit_mode == "overwrite":
+                replace_partitions(self.spark, table.java, files, summary)
+            elif files is not None:
                 append_files(self.spark, table.java, files, summary)  # always a snapshot, files or not
             else:
                 table_schema = table.schema()
