@@ -85,6 +85,7 @@ def test_references_in_spark_conf_are_resolved_before_the_session_starts(monkeyp
     seen = {}
     monkeypatch.setattr(runtime, "get_spark", lambda **kw: seen.update(kw["conf"]) or "session")
     monkeypatch.setattr(runtime, "attach_resolved", lambda *a: None)
+    monkeypatch.setattr(runtime, "apply_run_defaults", lambda session: {})
     resolved = resolution.resolve(env, [], environ={"KI_PARTS": "7"})
     prepared = runtime.Prepared(env, (), resolved.rendered, resolved.sources, resolved.settings)
     assert runtime.open_session(prepared) == "session"

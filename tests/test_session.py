@@ -13,7 +13,7 @@ import pytest
 from kafka_iceberg.catalogs import JdbcCatalog, render
 from kafka_iceberg.python_daemon import spark_archives
 from kafka_iceberg.refs import Resolver
-from kafka_iceberg.session import JVM_OPTIONS_ENV, attach_catalogs, get_spark
+from kafka_iceberg.session import JVM_OPTIONS_ENV, RUN_DEFAULTS, apply_run_defaults, attach_catalogs, get_spark
 
 UTC = dt.timezone.utc
 
@@ -22,6 +22,61 @@ def test_get_spark_reuses_the_active_session(spark):
     assert get_spark() is spark
     assert spark.conf.get("spark.sql.extensions") == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+HUGE_METHOD_LIMIT = "spark.sql.codegen.hugeMethodLimit"
+
+
+def test_a_run_gives_its_session_the_defaults_it_has_no_value_for(spark):
+    before = spark.conf.get(HUGE_METHOD_LIMIT, None)
+    spark.conf.unset(HUGE_METHOD_LIMIT)
+    try:
+        assert apply_run_defaults(spark) == {HUGE_METHOD_LIMIT: "8000"}
+        assert spark.conf.get(HUGE_METHOD_LIMIT) == "8000"
+        spark.conf.set(HUGE_METHOD_LIMIT, "20000")  # the environment's spark_conf, or the cluster's
+        assert apply_run_defaults(spark) == {}
+        assert spark.conf.get(HUGE_METHOD_LIMIT) == "20000"
+    finally:
+        spark.conf.unset(HUGE_METHOD_LIMIT)
+        if before is not None:
+            spark.conf.set(HUGE_METHOD_LIMIT, before)
+
+
+def test_the_session_a_run_opens_has_the_run_defaults(spark):
+    from kafka_iceberg.environment import Environment
+    from kafka_iceberg.run import prepared as runtime
+    from kafka_iceberg.run.settings import resolve
+
+    env = Environment.model_validate({"kafka": {"bootstrap_servers": "127.0.0.1:9092"}, "checkpoint_root": "/tmp/ck"})
+    resolved = resolve(env, [], environ={})
+    prepared = runtime.Prepared(env, (), resolved.rendered, resolved.sources, resolved.settings)
+    before = spark.conf.get(HUGE_METHOD_LIMIT, None)
+    spark.conf.unset(HUGE_METHOD_LIMIT)
+    try:
+        assert runtime.open_session(prepared) is spark
+        assert {key: spark.conf.get(key) for key in RUN_DEFAULTS} == RUN_DEFAULTS
+    finally:
+        spark.conf.unset(HUGE_METHOD_LIMIT)
+        if before is not None:
+            spark.conf.set(HUGE_METHOD_LIMIT, before)
+
+
+def test_a_session_refusing_a_default_keeps_its_own_and_the_run_goes_on(caplog):
+    from pyspark.errors import PySparkException
+
+    class RefusingConf:  # what Spark Connect on serverless compute answers
+        def get(self, key, default=None):
+            return default
+
+        def set(self, key, value):
+            raise PySparkException(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available.")
+
+    class Session:
+        conf = RefusingConf()
+
+    with caplog.at_level("INFO", logger="kafka_iceberg.session"):
+        assert apply_run_defaults(Session()) == {}
+    assert all(key in caplog.text for key in RUN_DEFAULTS)
 
 
 def test_the_driver_jvm_runs_with_the_options_of_the_environment(spark):

@@ -32,12 +32,25 @@ TOMBSTONE_COLUMN = "_ki_tombstone"
 INTERNAL_PREFIX = "_ki_"
 
 
-def with_original_bytes(failures: Any, raw: Any) -> Any:
+# Up to this many failures (counted beforehand) are sent to every task of the join with their
+# batch instead of both being shuffled: a quarantined row is its coordinates, reason and row as
+# JSON, so 10,000 of them stay near Spark's own broadcast threshold (10 MB) with 1 KB rows.
+FEW_FAILURES = 10_000
+
+
+def with_original_bytes(failures: Any, raw: Any, *, count: int | None = None) -> Any:
     """Error rows for ``failures``, with their original bytes taken from the batch.
 
     Args:
         failures: coordinates plus ``_error``, ``_error_stage`` and ``_decoded``.
         raw: the Kafka-shaped batch (timestamp, key, value and headers come from here).
+        count: how many ``failures`` there are, when known. Up to :data:`FEW_FAILURES` they are
+            broadcast to the join, so the batch is not shuffled to find their bytes (the step-by-step
+            path's quarantine took about 1 s per 100,000-record flatten batch less, benchmarks/fixes.md).
     """
     originals = raw.select(*COORDINATES, "timestamp", "key", "value", "headers")
+    if count is not None and count <= FEW_FAILURES:
+        from pyspark.sql import functions as F
+
+        failures = F.broadcast(failures)
     return failures.join(originals, list(COORDINATES)).select(*ERROR_COLUMNS)

@@ -55,6 +55,16 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 
 
+# Spark SQL settings a run gives its session where neither the environment's ``spark_conf`` nor the
+# cluster set them (:func:`apply_run_defaults`).
+RUN_DEFAULTS: dict[str, str] = {
+    # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's default limit for
+    # whole-stage code (65,535) lets such a method run interpreted. The flatten decoder of a
+    # 20-column upsert table (its tombstone key fields add a few columns) crossed 8,000: its decode
+    # took 2x the append table's. Over the limit, Spark runs the operators one by one, each compiled.
+    "spark.sql.codegen.hugeMethodLimit": "8000",
+}
+
 # A stale or foreign archive is ignored by the JVM; these keep it from saying so on every start.
 CLASS_ARCHIVE_QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 
@@ -160,6 +170,27 @@ def get_spark(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def apply_run_defaults(spark: SparkSession) -> dict[str, str]:
+    """Set each of :data:`RUN_DEFAULTS` that ``spark`` has no value for; returns those set.
+
+    A value the environment's ``spark_conf`` or the cluster's Spark configuration gives wins. A
+    session that refuses a setting (Spark Connect on serverless compute) keeps its own.
+    """
+    from pyspark.errors import PySparkException
+
+    applied = {}
+    for key, value in RUN_DEFAULTS.items():
+        if spark.conf.get(key, None) is not None:
+            continue
+        try:
+            spark.conf.set(key, value)
+        except PySparkException as exc:
+            log.info("%s left as the session has it: %s", key, exc)
+            continue
+        applied[key] = value
+    return applied
 
 
 def attach_catalogs(spark: SparkSession, catalogs: Iterable[RenderedCatalog], resolver: Resolver) -> None:

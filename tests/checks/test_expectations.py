@@ -55,6 +55,30 @@ def test_quarantine_yields_error_rows_with_original_bytes(batch):
     assert report.quarantined == 2 and report.dropped == 0
 
 
+@pytest.mark.parametrize("few", [True, False], ids=["few-broadcast", "many-shuffled"])
+def test_quarantined_rows_find_their_bytes_without_shuffling_the_batch_when_few(batch, spark, monkeypatch, few):
+    """Counted first, up to FEW_FAILURES quarantined rows are broadcast to the join with their batch."""
+    import kafka_iceberg.records as records
+
+    raw, decoded = batch
+    monkeypatch.setattr(records, "FEW_FAILURES", 2 if few else 1)  # this batch quarantines 2
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # Spark's own size estimate stays out of it
+    try:
+        _, errors, report = run(decoded, raw, {"positive": Expectation(expr="id > 0", on_violation="quarantine")})
+        got = sorted(errors.collect(), key=lambda r: r.offset)
+        plan = errors._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+    assert report.quarantined == 2
+    assert [(r.offset, r.key, r.value, r._error) for r in got] == [
+        (0, b"k0", b"v0", "expectation positive failed: id > 0"),
+        (1, b"k1", b"v1", "expectation positive failed: id > 0"),
+    ]
+    assert ("BroadcastHashJoin" in plan) is few
+    assert ("SortMergeJoin" in plan) is not few
+
+
 def test_fail_stops_the_batch_naming_the_first_record(batch):
     raw, decoded = batch
     with pytest.raises(

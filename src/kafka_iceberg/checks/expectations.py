@@ -113,7 +113,7 @@ def apply_expectations(
             stage.alias("_error_stage"),
             F.to_json(F.struct(*present)).alias("_decoded"),
         )
-        errors = with_original_bytes(violations, raw)
+        errors = with_original_bytes(violations, raw, count=int(totals["_q"] or 0))
     report = ExpectationReport(
         passed=passed,
         failed=failed,

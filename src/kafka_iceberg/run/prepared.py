@@ -19,7 +19,7 @@ from kafka_iceberg.project import validate_project
 from kafka_iceberg.refs import mask_mapping
 from kafka_iceberg.run.jobs import TableJob, select_jobs
 from kafka_iceberg.run.settings import Settings, resolve
-from kafka_iceberg.session import attach_resolved, get_spark
+from kafka_iceberg.session import apply_run_defaults, attach_resolved, get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,9 +69,10 @@ def prepare(
 
 
 def open_session(prepared: Prepared) -> SparkSession:
-    """The Spark session with every catalog the tables use attached."""
+    """The Spark session with every catalog the tables use attached and the run's SQL defaults (``RUN_DEFAULTS``)."""
     jvm_options = sorted({o for r in prepared.rendered.values() for o in r.jvm_options})
     spark = get_spark(app_name="kafka-iceberg", conf=dict(prepared.settings.spark_conf), jvm_options=jvm_options)
+    apply_run_defaults(spark)
     attach_resolved(spark, prepared.rendered.values(), prepared.settings.catalogs)
     return spark
 
