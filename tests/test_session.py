@@ -27,22 +27,29 @@ def test_get_spark_reuses_the_active_session(spark):
 HUGE_METHOD_LIMIT = "spark.sql.codegen.hugeMethodLimit"
 
 
-def test_a_run_gives_its_session_the_defaults_it_has_no_value_for(spark):
-    before = spark.conf.get(HUGE_METHOD_LIMIT, None)
-    spark.conf.unset(HUGE_METHOD_LIMIT)
-    try:
-        assert apply_run_defaults(spark) == {HUGE_METHOD_LIMIT: "8000"}
-        assert spark.conf.get(HUGE_METHOD_LIMIT) == "8000"
-        spark.conf.set(HUGE_METHOD_LIMIT, "20000")  # the environment's spark_conf, or the cluster's
-        assert apply_run_defaults(spark) == {}
-        assert spark.conf.get(HUGE_METHOD_LIMIT) == "20000"
-    finally:
-        spark.conf.unset(HUGE_METHOD_LIMIT)
-        if before is not None:
-            spark.conf.set(HUGE_METHOD_LIMIT, before)
+@pytest.fixture
+def without_run_defaults(spark):
+    """The shared session with no value for the run's defaults (an earlier run set them), restored after."""
+    before = {key: spark.conf.get(key, None) for key in RUN_DEFAULTS}
+    for key in RUN_DEFAULTS:
+        spark.conf.unset(key)
+    yield spark
+    for key, value in before.items():
+        spark.conf.unset(key)
+        if value is not None:
+            spark.conf.set(key, value)
 
 
-def test_the_session_a_run_opens_has_the_run_defaults(spark):
+def test_a_run_gives_its_session_the_defaults_it_has_no_value_for(without_run_defaults):
+    spark = without_run_defaults
+    assert apply_run_defaults(spark) == {HUGE_METHOD_LIMIT: "8000"}
+    assert spark.conf.get(HUGE_METHOD_LIMIT) == "8000"
+    spark.conf.set(HUGE_METHOD_LIMIT, "20000")  # the environment's spark_conf, or the cluster's
+    assert apply_run_defaults(spark) == {}
+    assert spark.conf.get(HUGE_METHOD_LIMIT) == "20000"
+
+
+def test_the_session_a_run_opens_has_the_run_defaults(without_run_defaults):
     from kafka_iceberg.environment import Environment
     from kafka_iceberg.run import prepared as runtime
     from kafka_iceberg.run.settings import resolve
@@ -50,15 +57,8 @@ def test_the_session_a_run_opens_has_the_run_defaults(spark):
     env = Environment.model_validate({"kafka": {"bootstrap_servers": "127.0.0.1:9092"}, "checkpoint_root": "/tmp/ck"})
     resolved = resolve(env, [], environ={})
     prepared = runtime.Prepared(env, (), resolved.rendered, resolved.sources, resolved.settings)
-    before = spark.conf.get(HUGE_METHOD_LIMIT, None)
-    spark.conf.unset(HUGE_METHOD_LIMIT)
-    try:
-        assert runtime.open_session(prepared) is spark
-        assert {key: spark.conf.get(key) for key in RUN_DEFAULTS} == RUN_DEFAULTS
-    finally:
-        spark.conf.unset(HUGE_METHOD_LIMIT)
-        if before is not None:
-            spark.conf.set(HUGE_METHOD_LIMIT, before)
+    assert runtime.open_session(prepared) is without_run_defaults
+    assert {key: without_run_defaults.conf.get(key) for key in RUN_DEFAULTS} == RUN_DEFAULTS
 
 
 def test_a_session_refusing_a_default_keeps_its_own_and_the_run_goes_on(caplog):
