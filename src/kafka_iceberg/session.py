@@ -55,8 +55,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 
 
-# Spark SQL settings a run gives its session where neither the environment's ``spark_conf`` nor the
-# cluster set them (:func:`apply_run_defaults`).
+# Spark SQL settings a run gives its session where it has no value for them (:func:`apply_run_defaults`).
 RUN_DEFAULTS: dict[str, str] = {
     # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's default limit for
     # whole-stage code (65,535) lets such a method run interpreted. The flatten decoder of a
@@ -175,8 +174,9 @@ def get_spark(
 def apply_run_defaults(spark: SparkSession) -> dict[str, str]:
     """Set each of :data:`RUN_DEFAULTS` that ``spark`` has no value for; returns those set.
 
-    A value the environment's ``spark_conf`` or the cluster's Spark configuration gives wins. A
-    session that refuses a setting (Spark Connect on serverless compute) keeps its own.
+    A value the session has wins: the environment's ``spark_conf`` (which only a new local
+    session takes, :func:`get_spark`) or the cluster's Spark configuration. A session that
+    refuses a setting (Spark Connect on serverless compute) keeps its own.
     """
     from pyspark.errors import PySparkException
 
