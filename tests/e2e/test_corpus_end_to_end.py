@@ -5,6 +5,7 @@ tables, a fresh Kafka consumer for the error topic."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -273,6 +274,19 @@ def test_both_writers_make_the_same_rows_and_error_rows_of_the_corpus_and_genera
     assert rows(spark_out) and (any(spark_out.errors.values()) or fmt == "binary")  # the batch really is mixed
 
 
+def _returns(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, function: Any) -> list[Any]:
+    """What each call of ``module.name`` (which is ``function``) returns from now on, in order."""
+    out: list[Any] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        result = function(*args, **kwargs)
+        out.append(result)
+        return result
+
+    monkeypatch.setattr(module, name, spy)
+    return out
+
+
 BATCH = 90  # records per batch: the corpus and the generated messages span two or more
 
 
@@ -285,14 +299,9 @@ def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decode
     same rows and error rows as Spark's decoder and writer, on the corpus and generated batches."""
     from kafka_iceberg.write import certified, writer
 
-    parsed: list[certified.ParsedBatch] = []
-
-    def spy(*args: Any, **kwargs: Any) -> certified.ParsedBatch:
-        out = certified.write_where_parsed(*args, **kwargs)
-        parsed.append(out)
-        return out
-
-    monkeypatch.setattr(writer, "write_where_parsed", spy)
+    parsed: list[certified.ParsedBatch] = _returns(
+        monkeypatch, writer, "write_where_parsed", certified.write_where_parsed
+    )
     # Expectations pyarrow evaluates in the task, and records that violate them: a quarantine rule
     # (the violators are left to Spark, which routes them) and a warn rule (counted, written).
     if fmt == "flatten":
@@ -339,3 +348,79 @@ def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decode
 
     assert failed(outs["parsed"]) == failed(outs["spark"])
     assert all(failed(outs["spark"]).values())  # each rule was violated
+
+
+@pytest.mark.parametrize("fmt", ["flatten", "csv"])
+def test_upsert_rows_made_where_the_arrow_decoder_parses_them_match_sparks_decoder(
+    tmp_path, lake, stack, fmt, monkeypatch
+):
+    """Issue 20: under ``commit_mode: upsert`` the task that parses a record with Arrow builds and
+    checks its row for the MERGE (write/certified.py, ``rows_parsed``), and only the records it leaves
+    go through Spark's decoder; value for value the same table, error rows and counts as Spark's
+    decoder, with keys repeated within and across batches."""
+    from kafka_iceberg.run import batch
+    from kafka_iceberg.write import certified
+
+    parsed: list[certified.ParsedRows] = _returns(monkeypatch, batch, "rows_where_parsed", certified.rows_where_parsed)
+    # The csv fixture has no quarantine table: its violators are dropped (counted, not written).
+    away = "quarantine" if fmt == "flatten" else "drop"
+    # A record without an id meets the first rule: the MERGE's write checks reject it (its key is null).
+    rules = {"id_small": ("id IS NULL OR id < 1000000", away), "named": ("name IS NOT NULL", "warn")}
+    if fmt == "flatten":
+        extra = [b'{"id": 401, "name": "first"}', b'{"id": 2000000, "name": "big"}', b'{"id": 405}']
+        extra += [b'{"name": "no id"}', b'{"id": 401, "name": "second"}', b'{"id": 406, "name": "six"}']
+        doc = [{"id": i % 40, "name": f"n{i}", "extendinfo": {"i": i}} for i in range(180)]
+        clean = [json.dumps(d, separators=(",", ":")).encode() for d in doc]  # compact: as Jackson prints it
+        last = b'{"id": 406, "name": "six again"}'
+    else:
+        extra = [b"401,first,eu", b"2000000,big,eu", b"405,,us", b",no id,us", b"401,second,eu", b"406,six,"]
+        clean = [f"{i % 40},n{i},r{i % 3}".encode() for i in range(180)]
+        last = b"406,six again,ap"
+    # Hostile batches first (Arrow leaves most of them to Spark), then clean ones it parses, the
+    # checks' cases among them: keys repeat within and across batches.
+    messages = [(m.key, m.value) for m in load(fmt)] + draw(hostile.messages(fmt), 100)
+    block = clean[:60] + extra + clean[60:120] + extra + clean[120:] + [last] * 3
+    messages += [(None, value) for value in block]
+    settings: dict[str, Any] = {
+        "commit_mode": "upsert",
+        "key_fields": ["id"],
+        "expectations": {name: {"expr": sql, "on_violation": action} for name, (sql, action) in rules.items()},
+    }
+    if fmt == "flatten":
+        settings["schema_evolution"] = "strict"  # what the Arrow decoder needs
+    outs = {
+        decoder: run_messages(
+            tmp_path / decoder,
+            lake,
+            stack,
+            fmt,
+            messages,
+            settings={"source": {"decoder": decoder, "max_records_per_batch": BATCH}, **settings},
+        )
+        for decoder in ("spark", "arrow")
+    }
+    assert len(parsed) == -(-len(messages) // BATCH)  # only the second run, every batch of it
+    certified_count = sum(p.stats["in"] for p in parsed)
+    assert certified_count >= len(clean) and any(p.left is not None for p in parsed)  # by Arrow, and not
+    assert outs["arrow"].offsets == outs["spark"].offsets
+
+    def rows(out: Outcome) -> dict[int, dict[str, Any]]:
+        return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
+
+    assert rows(outs["arrow"]) == rows(outs["spark"])
+    assert outs["arrow"].errors == outs["spark"].errors  # per target: offset, reason, stage, original bytes
+    by_id = {r["id"]: r for r in rows(outs["spark"]).values()}
+    assert len(by_id) == len(rows(outs["spark"]))  # one row per key
+    assert by_id[401]["name"] == "second" and by_id[406]["name"] == "six again"  # a key's newest record wins
+    assert {by_id[i]["name"] for i in range(40)} == {f"n{i}" for i in range(140, 180)}
+    assert 2000000 not in by_id
+
+    def counts(out: Outcome) -> list[Any]:
+        reports = out.ran.reports
+        failed = {name: sum(r.expectations_failed.get(name, 0) for r in reports) for name in rules}
+        passed = {name: sum(r.expectations_passed.get(name, 0) for r in reports) for name in rules}
+        per_batch = [(r.records_in, r.records_written, r.records_failed, r.records_dropped) for r in reports]
+        return [failed, passed, per_batch]
+
+    assert counts(outs["arrow"]) == counts(outs["spark"])
+    assert all(counts(outs["spark"])[0].values())  # each rule was violated

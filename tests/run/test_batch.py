@@ -19,6 +19,7 @@ import pytest
 
 from kafka_iceberg import faults
 from kafka_iceberg.checks.error_topic import H_OFFSET, H_PARTITION, ErrorTopicPublisher
+from kafka_iceberg.run import batch as batch_module
 from kafka_iceberg.run.batch import BatchProcessor
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write.marker import DROPPED
@@ -67,8 +68,14 @@ def rows_of(spark: Any, identifier: str) -> list[tuple[int, int]]:
 def process(
     spark: Any, catalog: str, ns: str, steps: list[str], crash_at: str | None = None, engine: str = "spark"
 ) -> None:
-    """One batch through a fresh processor (a fresh process), recording its steps; may crash."""
-    processor = BatchProcessor(spark, "unit", spec(ns, write={"engine": engine}), catalog)
+    """One batch through a fresh processor (a fresh process), recording its steps; may crash.
+
+    ``engine``: the writer, or ``upsert``: Spark's MERGE of rows the Arrow decoder made where it parsed them.
+    """
+    table = (
+        spec(ns, commit_mode="upsert", key_fields=["id"]) if engine == "upsert" else spec(ns, write={"engine": engine})
+    )
+    processor = BatchProcessor(spark, "unit", table, catalog)
     processor.resume(STREAM)
     writer = processor.writer
     commit = writer.commit
@@ -87,6 +94,13 @@ def process(
                 raise Crash(point)
 
         patch.setattr(faults, "reached", reached)
+        parse = batch_module.rows_where_parsed
+
+        def parsed(*args: Any, **kwargs: Any) -> Any:
+            steps.append("parsed")  # the upsert's rows made where the Arrow decoder parsed them
+            return parse(*args, **kwargs)
+
+        patch.setattr(batch_module, "rows_where_parsed", parsed)
         processor.process(raw, batch_id=0, stream=STREAM, offsets=OFFSETS)
 
 
@@ -107,7 +121,7 @@ def test_bad_records_are_routed_before_the_table_commit_and_the_marker_comes_wit
 @pytest.mark.parametrize(
     ("crash_at", "engine"),
     [("quarantined", "spark"), ("committed", "spark"), ("written", "arrow"), ("quarantined", "arrow"),
-     ("committed", "arrow")],
+     ("committed", "arrow"), ("quarantined", "upsert"), ("committed", "upsert")],
 )  # fmt: skip
 def test_a_crash_between_two_steps_then_the_redelivered_batch_leaves_one_copy(spark, files_catalog, crash_at, engine):
     ns = f"bp_{uuid.uuid4().hex[:8]}"
@@ -126,7 +140,7 @@ def test_a_crash_between_two_steps_then_the_redelivered_batch_leaves_one_copy(sp
     # A batch already in the table is left alone; one whose commit was lost is completed, its bad
     # records found in the quarantine table already (nothing new quarantined, so no "quarantined").
     redone = ["quarantined"] if crash_at == "written" else []
-    written = ["written"] if engine == "arrow" else []
+    written = {"arrow": ["written"], "upsert": ["parsed"]}.get(engine, [])
     assert again == ([] if committed else [*written, *redone, "commit table", "committed"])
     assert rows_of(spark, table) == [(0, 0), (0, 2), (0, 4)]
     assert rows_of(spark, quarantine) == [(0, 1), (0, 3)]  # once, though routed twice
@@ -234,8 +248,6 @@ def test_the_arrow_writers_single_pass_runs_one_spark_job_per_batch(spark, files
 
 def _traced_decoders(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     """The ``decoder`` argument of each decode the batch processor plans, in order."""
-    from kafka_iceberg.run import batch as batch_module
-
     decoders: list[str | None] = []
     decode = batch_module.decode
 
@@ -423,3 +435,76 @@ def test_flatten_timestamps_and_dates_are_written_where_parsed_with_the_values_s
     expected = [(0, ten_utc, may_1), (1, eight_utc, feb_29), (2, ten_utc, None)]
     expected += [(3, ten_utc, may_1), (4, eight_utc, feb_29), (5, ten_utc, None), (6, ten_utc, may_1)]
     assert [tuple(r) for r in got] == expected  # id 7 (February 30th) is refused by Spark's decoder
+
+
+def test_an_upsert_batch_the_arrow_decoder_certifies_whole_is_merged_without_sparks_decoder(
+    spark, files_catalog, monkeypatch
+):
+    """Issue 20: an upsert whose batches the Arrow decoder certifies whole parses and checks them in
+    the job that hands their rows to the MERGE (write/certified.py, ``rows_parsed``): Spark's decoder
+    and checks never run over them, and the table holds what a ``decoder: spark`` table holds, the
+    newest record of each key, read back through pyiceberg."""
+    from tests.write.conftest import files_table
+
+    checked: list[int] = []
+    step_by_step = BatchProcessor._checked
+
+    def traced(self: BatchProcessor, raw: Any, *args: Any, **kwargs: Any) -> Any:
+        checked.append(raw.count())
+        return step_by_step(self, raw, *args, **kwargs)
+
+    monkeypatch.setattr(BatchProcessor, "_checked", traced)
+    batches = [
+        [Msg(None, json.dumps({"id": i % 3 + 1, "note": f"n{b}{i}"}, separators=(",", ":"))) for i in range(6)]
+        for b in range(2)
+    ]
+    tables, reports, calls = {}, {}, {}
+    for decoder in ("auto", "spark"):
+        source = {"topics": ["t"], "format": "flatten", "decoder": decoder}
+        table = spec(f"bp_{uuid.uuid4().hex[:8]}", source=source, commit_mode="upsert", key_fields=["id"])
+        processor = BatchProcessor(spark, "unit", table, files_catalog)
+        checked.clear()
+        reports[decoder], offset = [], 0
+        for batch_id, messages in enumerate(batches):
+            numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
+            offset += len(messages)
+            raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
+            report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+            reports[decoder].append((report.records_in, report.records_written, report.expectations_passed))
+        calls[decoder] = list(checked)
+        tables[decoder] = files_table(processor.writer).scan().to_arrow().sort_by("id").to_pylist()
+    assert calls == {"auto": [], "spark": [6, 6]}
+    assert tables["auto"] == tables["spark"]
+    assert [(r["id"], r["note"]) for r in tables["auto"]] == [(1, "n13"), (2, "n14"), (3, "n15")]
+    assert reports["auto"] == reports["spark"] == [(6, 3, {"positive": 6})] * 2  # three keys written per batch
+
+
+def test_an_upsert_auto_backs_off_to_sparks_decoder_after_a_batch_arrow_mostly_left(spark, files_catalog):
+    """Issue 20: under ``decoder: auto`` an upsert batch whose records the Arrow decoder mostly leaves
+    to Spark (nested values spelled with spaces, which Jackson prints without) makes the next
+    ``AUTO_ARROW_BACKOFF`` (10) batches skip the Arrow pass; the rows are the same either way."""
+    from tests.write.conftest import files_table
+
+    spaced = [Msg(None, json.dumps({"id": i + 1, "note": {"n": i}})) for i in range(4)]
+    compact = [Msg(None, json.dumps({"id": i + 1, "note": f"c{i}"}, separators=(",", ":"))) for i in range(4)]
+    table = spec(f"bp_{uuid.uuid4().hex[:8]}", commit_mode="upsert", key_fields=["id"])
+    processor = BatchProcessor(spark, "unit", table, files_catalog)
+    parsed: list[int] = []
+    with pytest.MonkeyPatch.context() as patch:
+        parse = batch_module.rows_where_parsed
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            out = parse(*args, **kwargs)
+            parsed.append(out.stats["in"])
+            return out
+
+        patch.setattr(batch_module, "rows_where_parsed", counted)
+        offset = 0
+        for batch_id, messages in enumerate([compact, spaced, compact, compact]):
+            numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
+            offset += len(messages)
+            raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
+            processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+    assert parsed == [4, 0]  # Arrow took the first batch whole, left the second; the next ones were Spark's
+    rows = files_table(processor.writer).scan().to_arrow().sort_by("id").to_pylist()
+    assert [(r["id"], r["note"]) for r in rows] == [(i + 1, f"c{i}") for i in range(4)]

@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,7 +24,7 @@ from kafka_iceberg.checks.expectations import violation
 from kafka_iceberg.checks.labels import Labels, check_columns, merged_stats
 from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import Decoded, decode, discovers_columns, pt_value
-from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED, uses_arrow
+from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED, arrow_parses, uses_arrow
 from kafka_iceberg.decode.plan import kafka_frame
 from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.errors import ConfigError, summary
@@ -37,7 +37,7 @@ from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.spec.types import from_spark_type
 from kafka_iceberg.write import CommitMarker, TableWriter
 from kafka_iceberg.write.arrow_files import SortedBatch, WrittenFile
-from kafka_iceberg.write.certified import writes_where_parsed
+from kafka_iceberg.write.certified import ParsedRows, rows_where_parsed, writes_where_parsed
 from kafka_iceberg.write.marker import DROPPED
 from kafka_iceberg.write.quarantine import QuarantineTable
 
@@ -88,6 +88,34 @@ class _WhereParsed:
     schema: StructType  # the rows' columns as Spark's decoder gives them: what the table is planned with
     labels: Labels
     rules: list[Rule]  # the expectations, translated for pyarrow
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A batch after decoding and checks: the rows to write, what leaves the table, and the counts."""
+
+    offsets: Offsets = field(default_factory=dict)  # past the records read, when asked for
+    rows: DataFrame | None = None  # with ``_ki_tombstone``; None when no record was read
+    errors: DataFrame | None = None  # decode errors and write rejections, in the error-row shape
+    quarantined: DataFrame | None = None
+    quarantined_count: int = 0
+    passed: dict[str, int] = field(default_factory=dict)  # per expectation
+    failed: dict[str, int] = field(default_factory=dict)
+    dropped: int = 0  # by ``drop`` rules and by a filtering transform
+
+    def with_certified(self, rows: DataFrame, stats: dict[str, Any], rules: list[str]) -> _Checked:
+        """These and the records the Arrow decoder certified (:class:`~kafka_iceberg.write.certified.ParsedRows`).
+
+        Certified records met every rule but ``warn`` ones, whose violations ``stats`` counts.
+        """
+        warned = dict(zip(rules, stats["violations"], strict=True))
+        return replace(
+            self,
+            offsets=merge_offsets(self.offsets, stats["offsets"]),
+            rows=rows if self.rows is None else self.rows.unionByName(rows, allowMissingColumns=True),
+            passed={n: self.passed.get(n, 0) + stats["decoded"] - warned[n] for n in rules},
+            failed={n: self.failed.get(n, 0) + warned[n] for n in rules},
+        )
 
 
 @dataclass
@@ -224,13 +252,58 @@ class BatchProcessor:
             self._process_single(raw, batch_id=batch_id, stream=stream, offsets=offsets, report=report,
                                  persist=persist, table_schema=table_schema)  # fmt: skip
             return
-        raw = persist(raw)
-        report.records_in = raw.count()
+        flush_time = self.clock()
+        parsed = self._parse_for_merge(raw, flush_time=flush_time, table_schema=table_schema, persist=persist)
+        rest = raw if parsed is None else parsed.left  # what Spark's decoder reads: None when Arrow took it all
+        report.records_in = 0 if parsed is None else parsed.stats["in"]
+        checked = _Checked()
+        if rest is not None:
+            decoder: Literal["spark"] | None = None if parsed is None else "spark"
+            checked = self._checked(
+                rest, flush_time, table_schema, persist, report, offsets=offsets is None, decoder=decoder
+            )
+        if parsed is not None:
+            checked = checked.with_certified(parsed.rows, parsed.stats, list(self.spec.expectations))
         if offsets is None:
-            offsets = merge_offsets(self._offsets, batch_offsets(raw))
-        decoded = decode(
-            raw, self.spec, flush_time=self.clock(), known_columns=_known(table_schema), base_dir=self.base_dir
+            offsets = merge_offsets(self._offsets, checked.offsets)
+        report.expectations_passed, report.expectations_failed = checked.passed, checked.failed
+        report.records_dropped = checked.dropped
+        assert checked.rows is not None  # Spark's decoder or Arrow's made the rows
+        from pyspark.sql.types import StructType
+
+        writable = [f for f in checked.rows.schema.fields if not f.name.startswith(INTERNAL_PREFIX)]
+        plan = self.writer.plan(StructType(writable))
+        routing = self.router().route(
+            checked.errors, checked.quarantined, batch_id=batch_id, quarantined_count=checked.quarantined_count
         )
+        if plan.changes:  # applying an empty plan would only drop the loaded table and reload it
+            self.writer.apply(plan)
+        self._commit(checked.rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing)
+
+    def _checked(
+        self,
+        raw: DataFrame,
+        flush_time: dt.datetime,
+        table_schema: StructType | None,
+        persist: Any,
+        report: BatchReport,
+        *,
+        offsets: bool,
+        decoder: Literal["spark"] | None = None,
+    ) -> _Checked:
+        """Decode, transform and check ``raw``: the rows to write, what leaves the table, the counts.
+
+        Counts ``raw`` into ``report.records_in`` first. ``offsets``: whether to find the source
+        offsets past ``raw`` (Spark's sources; the direct reader knows them). ``decoder``: ``spark``
+        for the records the Arrow decoder left (:meth:`_parse_for_merge`).
+        """
+        raw = persist(raw)
+        report.records_in += raw.count()
+        seen = batch_offsets(raw) if offsets else {}
+        decoded = decode(
+            raw, self.spec, flush_time=flush_time, known_columns=_known(table_schema), base_dir=self.base_dir,
+            decoder=decoder,
+        )  # fmt: skip
         for frame in decoded.to_persist():
             persist(frame)  # rows and errors are both read from it: one decode pass per batch
         rows = decoded.rows
@@ -260,22 +333,69 @@ class BatchProcessor:
             payload_columns=payload,
             persist=_keep if self._transform is not None or decoded.to_persist() else persist,
         )
-        report.expectations_passed, report.expectations_failed = expectations.passed, expectations.failed
-        report.records_dropped = expectations.dropped + filtered
-        writable = [f for f in rows.schema.fields if not f.name.startswith(INTERNAL_PREFIX)]
-        from pyspark.sql.types import StructType
-
-        plan = self.writer.plan(StructType(writable))
-        required = _not_null(table_schema)
         keys = self.spec.key_fields if self.spec.upserts else []
-        rows, rejected = write_rejections(rows, raw, required=required, keys=keys, payload_columns=payload)
-        errors = decoded.errors if rejected is None else decoded.errors.unionByName(rejected)
-        routing = self.router().route(
-            errors, quarantined, batch_id=batch_id, quarantined_count=expectations.quarantined
+        rows, rejected = write_rejections(
+            rows, raw, required=_not_null(table_schema), keys=keys, payload_columns=payload
         )
-        if plan.changes:  # applying an empty plan would only drop the loaded table and reload it
-            self.writer.apply(plan)
-        self._commit(rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing)
+        return _Checked(
+            offsets=seen,
+            rows=rows,
+            errors=decoded.errors if rejected is None else decoded.errors.unionByName(rejected),
+            quarantined=quarantined,
+            quarantined_count=expectations.quarantined,
+            passed=expectations.passed,
+            failed=expectations.failed,
+            dropped=expectations.dropped + filtered,
+        )
+
+    def _parse_for_merge(
+        self, raw: DataFrame, *, flush_time: dt.datetime, table_schema: StructType | None, persist: Any
+    ) -> ParsedRows | None:
+        """An upsert's records the Arrow decoder certifies, as rows for the MERGE; None where it does not apply.
+
+        The MERGE stays Spark's; what changes is who decodes: the task that parses a record with
+        Arrow builds its row and checks it (``write/certified.py``), and only the records it leaves
+        go through Spark's decoder and checks. Whether a table's batches can be parsed so is found
+        once per table schema, from the plan of Spark's decoder (as the single pass does). Under
+        ``decoder: auto`` a batch that left more records to Spark than Arrow certified gives the
+        next :data:`AUTO_ARROW_BACKOFF` batches to Spark's decoder alone: both passes cost more there.
+        """
+        if not self.spec.upserts or self._transform is not None or not arrow_parses(self.spec):
+            return None
+        decoder = self.spec.source.decoder
+        if decoder == "spark" or (decoder == "auto" and self.spec.source.format not in AUTO_ARROW_WHERE_PARSED):
+            return None
+        if decoder == "auto" and self._spark_batches > 0:
+            self._spark_batches -= 1
+            return None
+        known = _known(table_schema)
+        schema_key = tuple((known or {}).items())
+        shape = self._where_parsed.get(schema_key)
+        if shape is None:
+            if schema_key in self._elsewhere:
+                return None
+            from pyspark.sql.types import StructType
+
+            decoded = decode(
+                raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder="spark"
+            )
+            rows = decoded.rows
+            rules = self._arrow_rules(rows)
+            if decoded.layout is None or not writes_where_parsed(self.spec, decoded.layout, rules):
+                self._elsewhere.add(schema_key)
+                return None
+            columns = StructType([f for f in rows.schema.fields if not f.name.startswith(INTERNAL_PREFIX)])
+            shape = _WhereParsed(decoded.layout, columns, Labels(), [r for r in rules if r is not None])
+            self._where_parsed[schema_key] = shape
+        needed = {name.lower() for name in [*_not_null(table_schema), *self.spec.key_fields]}
+        required = [name for name in shape.schema.names if name.lower() in needed]
+        parsed = rows_where_parsed(
+            kafka_frame(raw), self.spec, shape.layout, shape.schema,
+            pt=pt_value(self.spec.partition_window, flush_time), rules=shape.rules, required=required, persist=persist,
+        )  # fmt: skip
+        if decoder == "auto" and parsed.left_count > parsed.stats["in"]:
+            self._spark_batches = AUTO_ARROW_BACKOFF  # mostly Spark's to decode: its decoder alone costs less
+        return parsed
 
     def _process_single(
         self,

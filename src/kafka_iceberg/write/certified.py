@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg.checks.arrow_rules import Rule, holds
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text
 from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
+from kafka_iceberg.records import TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
 from kafka_iceberg.spec.model import TableSpec
@@ -37,7 +38,8 @@ from kafka_iceberg.write.arrow_files import FileTarget, WrittenFile, data_files,
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, Row
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,60 @@ def _rows(certified: pa.RecordBatch, layout: Layout, part: Part, names: list[str
     return out
 
 
+@dataclass
+class _Certified:
+    """One Arrow batch after certification: the table's columns of the records kept, and the rest."""
+
+    columns: dict[str, pa.Array]  # the table's columns (by name) of the certified records
+    certified: pa.RecordBatch  # those records as parsed (their Kafka columns give their offsets)
+    left: pa.RecordBatch | None  # the records left to Spark, as they came; None when there are none
+    warned: list[int]  # violations of each rule among the certified records (only warn rules have any)
+
+
+def _certify(batch: pa.RecordBatch, layout: Layout, part: Part, names: list[str], required: list[str]) -> _Certified:
+    """Certify ``batch`` and build the table's columns ``names`` of what it certifies.
+
+    A record is left to Spark when Arrow did not certify it, when text Arrow cannot convert
+    exactly is in it, when one of ``required`` is missing (Spark explains it) or when it violates a
+    ``quarantine``, ``drop`` or ``fail`` rule (Spark routes it).
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    checked = certify_batch(batch, layout)
+    ok = checked.column(OK).to_numpy(zero_copy_only=False).astype(bool)
+    certified = checked.filter(pa.array(ok))
+    columns = _rows(certified, layout, part, names)
+    present = np.ones(certified.num_rows, dtype=bool)
+    for name, col_type in layout.columns:  # text Arrow cannot convert exactly is Spark's to convert
+        if layout.converted_where_parsed(col_type):
+            columns[name], converted = convert_text(columns[name], col_type, zoneless_utc=part.zoneless_utc)
+            present &= converted
+    for name in required:
+        if name in columns:
+            present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
+    kept = present.copy()
+    verdicts = [holds(rule, columns, certified.num_rows) for _, rule in part.rules]
+    for (action, _), held in zip(part.rules, verdicts, strict=True):
+        if action != "warn":
+            kept &= held
+    if not kept.all():
+        ok[np.flatnonzero(ok)[~kept]] = False
+        keep = pa.array(kept)
+        certified = certified.filter(keep)
+        columns = {name: column.filter(keep) for name, column in columns.items()}
+    warned = [int((~held[kept]).sum()) for held in verdicts]
+    left = None if ok.all() else batch.filter(pa.array(~ok))
+    return _Certified(columns, certified, left, warned)
+
+
+def _stats(certified: int, violations: list[int], offsets: list[Any], left: int) -> dict[str, Any]:
+    """A task's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`' shape, plus ``left``)."""
+    stats = {"in": certified, "decoded": certified, "violations": violations, "quarantined": 0}
+    stats["first"] = [None] * len(violations)  # a record violating a fail rule is left to Spark
+    return stats | {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: left}
+
+
 def write_parsed(
     batches: Iterator[pa.RecordBatch], layout: Layout, part: Part, target: FileTarget, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
@@ -100,78 +156,102 @@ def write_parsed(
     certified records (``stats``, plus ``left``: how many were not certified), one per record left
     to Spark (``left``, in its Kafka columns).
     """
-    import numpy as np
     import pyarrow as pa
     from pyiceberg.table.metadata import TableMetadataUtil
 
     fields = TableMetadataUtil.parse_raw(target.metadata_json).schema().fields
     required = [f.name for f in fields if f.required] + list(layout.required)
-    tables, left = [], []
-    certified_count, offsets = 0, []
+    tables, left, offsets = [], [], []
     violations = [0] * len(part.rules)
     for batch in batches:
         if not batch.num_rows:
             continue
-        checked = certify_batch(batch, layout)
-        ok = checked.column(OK).to_numpy(zero_copy_only=False).astype(bool)
-        certified = checked.filter(pa.array(ok))
-        columns = _rows(certified, layout, part, [f.name for f in fields])
-        present = np.ones(certified.num_rows, dtype=bool)
-        for name, col_type in layout.columns:  # text Arrow cannot convert exactly is Spark's to convert
-            if layout.converted_where_parsed(col_type):
-                columns[name], converted = convert_text(columns[name], col_type, zoneless_utc=part.zoneless_utc)
-                present &= converted
-        for name in required:  # a missing required value is Spark's to explain
-            if name in columns:
-                present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
-        kept = present.copy()
-        verdicts = [holds(rule, columns, certified.num_rows) for _, rule in part.rules]
-        for (action, _), held in zip(part.rules, verdicts, strict=True):
-            if action != "warn":  # quarantine, drop and fail are Spark's to route
-                kept &= held
-        if not kept.all():
-            ok[np.flatnonzero(ok)[~kept]] = False
-            keep = pa.array(kept)
-            certified = certified.filter(keep)
-            columns = {name: column.filter(keep) for name, column in columns.items()}
-        warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
-        violations = [a + b for a, b in zip(violations, warned, strict=True)]
-        tables.append(pa.table(columns))
-        certified_count += certified.num_rows
-        offsets.append(arrow_offsets(certified))
-        if not ok.all():
-            left.append(batch.filter(pa.array(~ok)))
+        done = _certify(batch, layout, part, [f.name for f in fields], required)
+        violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
+        tables.append(pa.table(done.columns))
+        offsets.append(arrow_offsets(done.certified))
+        if done.left is not None:
+            left.append(done.left)
 
     out: list[dict[str, Any]] = []
-    if certified_count:
+    certified = sum(t.num_rows for t in tables)
+    if certified:
         out += [
             {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
             for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
         ]
-    stats = {"in": certified_count, "decoded": certified_count, "violations": violations, "quarantined": 0}
-    stats["first"] = [None] * len(part.rules)  # a record violating a fail rule is left to Spark
-    stats |= {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: sum(b.num_rows for b in left)}
+    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left))
     out.append({"kind": "stats", "stats": json.dumps(stats)})
     yield pa.RecordBatch.from_pylist(out, schema=schema)
     for batch in left:
         yield _left_rows(batch, schema)
 
 
-def _left_rows(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Records left to Spark as SORTED_SCHEMA rows of kind ``left``: their Kafka columns, nothing else."""
+def rows_parsed(
+    batches: Iterator[pa.RecordBatch],
+    layout: Layout,
+    part: Part,
+    *,
+    columns: tuple[str, ...],
+    required: tuple[str, ...],
+    schema: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function for a MERGE: certified records as rows of ``columns``, the others in the Kafka shape.
+
+    ``schema`` is SORTED_SCHEMA plus ``columns`` named ``_ki_r<i>`` (the table may have a ``value``
+    column; the Kafka shape has one). Output: the certified records' rows (``row``), one row with
+    the counts (``stats``, as :func:`write_parsed`'s) and the records left to Spark (``left``).
+    ``required``: columns a certified record must have a value in (the table's NOT NULL ones and
+    the upsert keys); a record missing one is left to Spark, which rejects it with its reason.
+    """
     import pyarrow as pa
 
-    n = batch.num_rows
-    source = {"key": KEY, "value": VALUE, "headers": HEADERS}
-    arrays = []
+    names = [_row(i) for i in range(len(columns))]
+    left: list[pa.RecordBatch] = []
+    certified, offsets = 0, []
+    violations = [0] * len(part.rules)
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        done = _certify(batch, layout, part, list(columns), [*required, *layout.required])
+        violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
+        certified += done.certified.num_rows
+        offsets.append(arrow_offsets(done.certified))
+        if done.left is not None:
+            left.append(done.left)
+        if done.certified.num_rows:
+            rows = dict(zip(names, (done.columns[c] for c in columns), strict=True))
+            yield _kind_rows("row", done.certified.num_rows, schema, rows)
+    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left))
+    yield pa.RecordBatch.from_pylist([{"kind": "stats", "stats": json.dumps(stats)}], schema=schema)
+    for batch in left:
+        yield _left_rows(batch, schema)
+
+
+def _row(i: int) -> str:
+    """The name of the ``i``-th row column in :func:`rows_parsed`'s output."""
+    return f"_ki_r{i}"
+
+
+def _kind_rows(kind: str, n: int, schema: pa.Schema, arrays: dict[str, pa.Array]) -> pa.RecordBatch:
+    """``n`` output rows of ``kind``: ``arrays`` cast to their fields' types, every other field null."""
+    import pyarrow as pa
+
+    out = []
     for f in schema:
         if f.name == "kind":
-            arrays.append(pa.repeat(pa.scalar(_LEFT, pa.string()), n))
-        elif f.name in _KAFKA_SHAPE:
-            arrays.append(batch.column(source.get(f.name, f.name)).cast(f.type))
+            out.append(pa.repeat(pa.scalar(kind, pa.string()), n))
+        elif f.name in arrays:
+            out.append(arrays[f.name].cast(f.type))
         else:
-            arrays.append(pa.nulls(n, f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+            out.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(out, schema=schema)
+
+
+def _left_rows(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Records left to Spark as rows of kind ``left``: their Kafka columns, nothing else."""
+    source = {"key": KEY, "value": VALUE, "headers": HEADERS}
+    return _kind_rows(_LEFT, batch.num_rows, schema, {f: batch.column(source.get(f, f)) for f in _KAFKA_SHAPE})
 
 
 # -- Spark side ------------------------------------------------------------------------------------
@@ -198,24 +278,86 @@ def write_where_parsed(
 
     Its output is persisted: the records left to Spark are read from it by the next job.
     """
-    from kafka_iceberg.checks.labels import merged_stats
-
     struct, arrow = sorted_schema()
+    task = functools.partial(
+        write_parsed, layout=layout, part=_part(frame, spec, pt, rules), target=target, schema=arrow
+    )
+    out = persist(frame.mapInArrow(task, struct))
+    head = out.where(f"kind <> '{_LEFT}'").collect()
+    stats, rest, _ = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
+    return ParsedBatch(written_files(head), stats, rest)
+
+
+@dataclass(frozen=True)
+class ParsedRows:
+    """What the job brought back for a MERGE: the certified records' rows and counts, and the rest."""
+
+    rows: DataFrame  # the certified records as rows of the given columns (cached), ``_ki_tombstone`` false
+    stats: dict[str, Any]  # as ParsedBatch's
+    left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
+    left_count: int  # how many
+
+
+def rows_where_parsed(
+    frame: DataFrame,
+    spec: TableSpec,
+    layout: Layout,
+    columns: StructType,
+    *,
+    pt: str | None,
+    rules: list[Rule],
+    required: list[str],
+    persist: Any,
+) -> ParsedRows:
+    """Run :func:`rows_parsed` over ``frame`` (:func:`~kafka_iceberg.decode.plan.kafka_frame`); one Spark job.
+
+    ``columns``: the rows' columns as Spark's decoder gives them. The output is persisted: the
+    MERGE reads the rows from it, Spark's decoder the records left to it.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructField, StructType
+
+    struct = StructType(
+        [*sorted_schema()[0].fields, *(StructField(_row(i), f.dataType) for i, f in enumerate(columns))]
+    )
+    task = functools.partial(
+        rows_parsed,
+        layout=layout,
+        part=_part(frame, spec, pt, rules),
+        columns=tuple(columns.names),
+        required=tuple(required),
+        schema=to_arrow_schema(struct),
+    )
+    out = persist(frame.mapInArrow(task, struct))
+    head = out.where("kind = 'stats'").collect()
+    stats, rest, left = _counts(spec, out, head, len(rules), "parsed for the MERGE")
+    rows = out.where("kind = 'row'").select(
+        *[F.col(_row(i)).alias(f.name) for i, f in enumerate(columns)], F.lit(False).alias(TOMBSTONE_COLUMN)
+    )
+    return ParsedRows(rows, stats, rest, left)
+
+
+def _part(frame: DataFrame, spec: TableSpec, pt: str | None, rules: list[Rule]) -> Part:
     actions = [e.on_violation for e in spec.expectations.values()]
     zone = str(frame.sparkSession.conf.get("spark.sql.session.timeZone"))
-    part = Part(
+    return Part(
         part=payload_part(spec)[0],
         pt=pt,
         rules=tuple(zip(actions, rules, strict=True)),
         zoneless_utc=zone.upper() in _UTC_ZONES,
     )
-    task = functools.partial(write_parsed, layout=layout, part=part, target=target, schema=arrow)
-    out = persist(frame.mapInArrow(task, struct))
-    head = out.where(f"kind <> '{_LEFT}'").collect()
-    files = written_files(head)
-    parts = [json.loads(r["stats"]) for r in head if r["kind"] == "stats"]
+
+
+def _counts(
+    spec: TableSpec, out: DataFrame, stats_rows: list[Row], rules: int, done: str
+) -> tuple[dict[str, Any], DataFrame | None, int]:
+    """The tasks' counts added up, the records they left to Spark (None when none) and how many."""
+    from kafka_iceberg.checks.labels import merged_stats
+
+    parts = [json.loads(r["stats"]) for r in stats_rows]
     left = sum(int(p.pop(_LEFT)) for p in parts)
     rest = out.where(f"kind = '{_LEFT}'").select(*_KAFKA_SHAPE) if left else None
-    stats = merged_stats(parts, len(rules))
-    log.info("table %s: %d records written where parsed, %d left to Spark", spec.identifier, stats["in"], left)
-    return ParsedBatch(files, stats, rest)
+    stats = merged_stats(parts, rules)
+    log.info("table %s: %d records %s where parsed, %d left to Spark", spec.identifier, stats["in"], done, left)
+    return stats, rest, left
