@@ -34,6 +34,8 @@ _TARGETS = (
     # Records written where the Arrow decoder parses them (json under decoder auto): the same stage.
     ("kafka_iceberg.write.writer", "TableWriter.write_where_parsed", "single pass (decode, checks, data files)"),
     ("kafka_iceberg.run.batch", "batch_offsets", "batch offsets"),
+    # An upsert's rows made where the Arrow decoder parses them, before Spark's decoder and the MERGE.
+    ("kafka_iceberg.run.batch", "rows_where_parsed", "upsert rows made where parsed (decode, checks)"),
 )
 UNGROUPED = "(no job group: Spark write inside the commit callback)"
 

@@ -360,7 +360,9 @@ class BatchProcessor:
         ``decoder: auto`` a batch that left more records to Spark than Arrow certified gives the
         next :data:`AUTO_ARROW_BACKOFF` batches to Spark's decoder alone: both passes cost more there.
         """
-        if not self.spec.upserts or self._transform is not None or not arrow_parses(self.spec):
+        if not self.spec.upserts or self._transform is not None or is_schemaful(self.spec):
+            return None  # a Debezium envelope is schema-driven, whatever its format
+        if not arrow_parses(self.spec):
             return None
         decoder = self.spec.source.decoder
         if decoder == "spark" or (decoder == "auto" and self.spec.source.format not in AUTO_ARROW_WHERE_PARSED):

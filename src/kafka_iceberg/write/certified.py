@@ -16,6 +16,10 @@ the SQL that :mod:`kafka_iceberg.checks.arrow_rules` translates; no ``include_he
 headers map is built by Spark SQL). A certified record that misses a value the table or the JSON
 Schema requires, or violates a ``quarantine``, ``drop`` or ``fail`` rule, is left to Spark, which
 routes it as on every other path; a ``warn`` rule's violations are counted and written.
+
+An upsert keeps Spark's MERGE: its tasks hand the certified records back as the table's rows
+(:func:`rows_parsed`) instead of writing them, and the MERGE takes those rows with the ones
+Spark's decoder made of the rest (``run/batch.py``, ``_parse_for_merge``).
 """
 
 from __future__ import annotations
