@@ -126,20 +126,20 @@ def _certify(batch: pa.RecordBatch, layout: Layout, part: Part, names: list[str]
         if layout.converted_where_parsed(col_type):
             columns[name], converted = convert_text(columns[name], col_type, zoneless_utc=part.zoneless_utc)
             present &= converted
-    for name in required:
+    for name in required:  # a missing required value is Spark's to explain
         if name in columns:
             present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
     kept = present.copy()
     verdicts = [holds(rule, columns, certified.num_rows) for _, rule in part.rules]
     for (action, _), held in zip(part.rules, verdicts, strict=True):
-        if action != "warn":
+        if action != "warn":  # quarantine, drop and fail are Spark's to route
             kept &= held
     if not kept.all():
         ok[np.flatnonzero(ok)[~kept]] = False
         keep = pa.array(kept)
         certified = certified.filter(keep)
         columns = {name: column.filter(keep) for name, column in columns.items()}
-    warned = [int((~held[kept]).sum()) for held in verdicts]
+    warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
     left = None if ok.all() else batch.filter(pa.array(~ok))
     return _Certified(columns, certified, left, warned)
 
