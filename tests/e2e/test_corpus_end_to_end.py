@@ -20,6 +20,7 @@ from tests.corpus import FORMATS, load, load_target
 from tests.support import hostile
 from tests.support.kafka import consume_all, produce
 from tests.support.run import Ran, run_pipeline, unique
+from tests.support.spy import returns
 from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
@@ -274,19 +275,6 @@ def test_both_writers_make_the_same_rows_and_error_rows_of_the_corpus_and_genera
     assert rows(spark_out) and (any(spark_out.errors.values()) or fmt == "binary")  # the batch really is mixed
 
 
-def _returns(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, function: Any) -> list[Any]:
-    """What each call of ``module.name`` (which is ``function``) returns from now on, in order."""
-    out: list[Any] = []
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        result = function(*args, **kwargs)
-        out.append(result)
-        return result
-
-    monkeypatch.setattr(module, name, spy)
-    return out
-
-
 BATCH = 90  # records per batch: the corpus and the generated messages span two or more
 
 
@@ -299,7 +287,7 @@ def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decode
     same rows and error rows as Spark's decoder and writer, on the corpus and generated batches."""
     from kafka_iceberg.write import certified, writer
 
-    parsed: list[certified.ParsedBatch] = _returns(
+    parsed: list[certified.ParsedBatch] = returns(
         monkeypatch, writer, "write_where_parsed", certified.write_where_parsed
     )
     # Expectations pyarrow evaluates in the task, and records that violate them: a quarantine rule
@@ -361,7 +349,7 @@ def test_upsert_rows_made_where_the_arrow_decoder_parses_them_match_sparks_decod
     from kafka_iceberg.run import batch
     from kafka_iceberg.write import certified
 
-    parsed: list[certified.ParsedRows] = _returns(monkeypatch, batch, "rows_where_parsed", certified.rows_where_parsed)
+    parsed: list[certified.ParsedRows] = returns(monkeypatch, batch, "rows_where_parsed", certified.rows_where_parsed)
     # The csv fixture has no quarantine table: its violators are dropped (counted, not written).
     away = "quarantine" if fmt == "flatten" else "drop"
     # A record without an id meets the first rule: the MERGE's write checks reject it (its key is null).

@@ -13,10 +13,12 @@ import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from kafka_iceberg.checks.error_topic import H_OFFSET, H_REASON
 from kafka_iceberg.cli.demo import avro_value
 from tests.support.kafka import consume_all, produce
 from tests.support.project import entry_point, project
 from tests.support.run import run_pipeline, unique
+from tests.support.spy import returns
 from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
@@ -205,3 +207,185 @@ tables:
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
     assert_verified(tmp_path / "pipelines" / "p.yml")  # an upsert table: reconciled per batch
+
+
+# Every Avro type the table maps (docs/decode.md, "Type mapping"); the second version adds a column.
+TYPED_V1 = {
+    "type": "record",
+    "name": "Payment",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["CARD", "CASH"]}},
+        {
+            "name": "store",
+            "type": {
+                "type": "record",
+                "name": "Store",
+                "fields": [{"name": "city", "type": "string"}, {"name": "open", "type": "boolean"}],
+            },
+        },
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "attrs", "type": {"type": "map", "values": "int"}},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "score", "type": "float"},
+    ],
+}
+TYPED_V2 = {
+    **TYPED_V1,
+    "fields": [*TYPED_V1["fields"], {"name": "channel", "type": ["null", "string"], "default": None}],
+}
+TYPED_RULES = {
+    "small": ("id < 1000000", "quarantine"),
+    "not_thirteen": ("id <> 13", "drop"),
+    "cash_noted": ("kind <> 'CASH' OR note IS NOT NULL", "warn"),
+}
+
+
+def payments(url: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    """Two schema versions' records, the rules' cases among them, and records that do not decode."""
+    import datetime as dt
+    import decimal
+
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    client = SchemaRegistryClient({"url": url})
+    context = SerializationContext(topic, MessageField.VALUE)
+    versions = [AvroSerializer(client, json.dumps(schema)) for schema in (TYPED_V1, TYPED_V2)]
+
+    def record(i: int, **over: Any) -> dict[str, Any]:
+        doc = {
+            "id": i,
+            "amount": decimal.Decimal(i) + decimal.Decimal("0.25"),
+            "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=i),
+            "kind": "CASH" if i % 4 == 0 else "CARD",
+            "store": {"city": f"c{i % 5}", "open": i % 2 == 0},
+            "tags": [f"t{j}" for j in range(i % 3)],
+            "attrs": {f"a{j}": j * i for j in range(i % 2 + 1)},
+            "note": None if i % 3 == 0 else f"n{i}",
+            "score": i / 4,
+        }
+        return doc | over
+
+    good = [versions[0](record(i), context) for i in range(120)]
+    good += [versions[1](record(i, channel=f"ch{i % 2}" if i % 5 else None), context) for i in range(120, 240)]
+    valid = good[7]
+    assert valid is not None
+    bad = [
+        b'{"id": 1}',  # not the wire format
+        b"\x00\x00\x00\x7f\xff" + valid[5:],  # a schema id the registry does not have
+        valid[:9],  # cut short
+        valid + b"\x00",  # a byte left after the record
+        None,  # a tombstone: no deletes without Debezium
+        versions[0](record(300, at=10**15), context),  # year 33658: past what the column holds
+    ]
+    cases = [versions[1](record(i, **over), context) for i, over in ((2_000_000, {}), (13, {}), (404, {"note": None}))]
+    messages: list[tuple[bytes | None, bytes | None]] = [(None, v) for v in good[:100] + bad + cases + good[100:]]
+    return messages + [(b"k", v) for v in bad[:2]]
+
+
+def test_avro_decoded_where_written_matches_sparks_writer(tmp_path, lake, stack, monkeypatch):
+    """Issue 20: with the Arrow writer, the tasks that decode an Avro batch write its records too
+    (write/certified.py, ``_decoded``), and only the records they cannot keep go back to Spark;
+    value for value the same table, error rows, quarantine rows and counts as Spark's writer, over
+    two schema versions, every mapped type, the rules' cases and records that do not decode."""
+    from kafka_iceberg.write import certified, writer
+
+    written: list[certified.ParsedBatch] = returns(
+        monkeypatch, writer, "write_where_parsed", certified.write_where_parsed
+    )
+    expectations = {name: {"expr": sql, "on_violation": action} for name, (sql, action) in TYPED_RULES.items()}
+    outs = {}
+    for engine in ("spark", "arrow"):
+        ns, topic, errors = unique("avro_where"), unique("payments"), unique("payments_errors")
+        messages = payments(stack.registry_url, topic)
+        produce(stack.kafka_bootstrap, topic, messages, partition=0)
+        yaml_text = f"""
+pipeline: avro_where_written
+catalog: lake
+tables:
+  - name: payments
+    namespace: {ns}
+    source: {{topics: [{topic}], format: avro, max_records_per_batch: 50, schema_registry: {{url: "${{local:schema_registry.url}}"}}}}
+    write: {{engine: {engine}}}
+    errors: {{error_topic: {errors}, quarantine_table: {ns}.payments_quarantine}}
+    expectations: {json.dumps(expectations)}
+"""
+        ran = run_pipeline(tmp_path / engine, yaml_text)
+        assert_verified(tmp_path / engine / "pipelines" / "p.yml")
+        table = lake.pyiceberg().load_table(f"{ns}.payments")
+        scanned = table.scan().to_arrow().to_pylist()
+        published = {
+            int(dict(m.headers)[H_OFFSET]): (dict(m.headers)[H_REASON].decode(), m.key, m.value)
+            for m in consume_all(stack.kafka_bootstrap, errors)
+        }
+        quarantined = {
+            r["offset"]: (r["_error"], r["_error_stage"], r["key"], r["value"])
+            for r in lake.pyiceberg().load_table(f"{ns}.payments_quarantine").scan().to_arrow().to_pylist()
+        }
+        reports = [
+            (r.records_in, r.records_written, r.records_failed, r.records_dropped, r.records_quarantined,
+             r.expectations_passed, r.expectations_failed)
+            for r in ran.reports
+        ]  # fmt: skip
+        outs[engine] = {
+            "schema": [(f.name, str(f.field_type)) for f in table.schema().fields],
+            "rows": {
+                r["offset"]: {k: v for k, v in r.items() if k not in ("topic", "timestamp", "pt")} for r in scanned
+            },
+            "published": published,
+            "quarantined": quarantined,
+            "reports": reports,
+            "sent": messages,
+        }
+    batches = -(-len(outs["arrow"]["sent"]) // 50)
+    assert len(written) == batches  # every batch of the Arrow writer's run, none of Spark's
+    # Certified per batch of 50: the first has id 13 (dropped: left to Spark); the third brings the
+    # second schema version, whose id the tasks do not know yet: they leave its records to Spark and
+    # report it, and the fourth batch's tasks decode that version themselves.
+    assert [w.stats["in"] for w in written] == [49, 50, 20, 50, 49, 0]
+    assert [bool(w.unseen) for w in written] == [False, False, True, False, False, False]
+    assert outs["arrow"]["schema"] == outs["spark"]["schema"]
+    assert ("channel", "string") in outs["spark"]["schema"]  # evolved by the second version
+    assert outs["arrow"]["rows"] == outs["spark"]["rows"]
+    assert outs["arrow"]["published"] == outs["spark"]["published"]
+    assert outs["arrow"]["quarantined"] == outs["spark"]["quarantined"]
+    assert outs["arrow"]["reports"] == outs["spark"]["reports"]
+    rows = outs["spark"]["rows"]
+    assert len(rows) == 240  # not 13 (dropped, twice), not 2,000,000 (quarantined); 404 warned and kept
+    assert {r["id"] for r in rows.values()} == set(range(240)) - {13} | {404}
+
+
+def test_avro_with_a_rule_pyarrow_cannot_evaluate_keeps_sparks_side_and_its_new_versions(
+    tmp_path, lake, stack, monkeypatch
+):
+    """The Arrow writer's Avro pass does not apply (``length`` is not translated): Spark's side decodes
+    every batch, with the schema ids of the batch itself, so a version first seen in a later batch
+    lands instead of being an unknown schema id (the ids the processor learned are not enough)."""
+    from kafka_iceberg.write import certified, writer
+
+    written = returns(monkeypatch, writer, "write_where_parsed", certified.write_where_parsed)
+    ns, topic, errors = unique("avro_rule"), unique("orders"), unique("orders_errors")
+    first = [avro_value(stack.registry_url, topic, V1, {"id": i, "name": f"n{i}"}) for i in range(3)]
+    second = [avro_value(stack.registry_url, topic, V2, {"id": i, "name": f"n{i}", "size": "L"}) for i in range(3, 6)]
+    produce(stack.kafka_bootstrap, topic, [(None, v) for v in first + second], partition=0)
+    run_pipeline(
+        tmp_path,
+        f"""
+pipeline: avro_rule
+catalog: lake
+tables:
+  - name: orders
+    namespace: {ns}
+    source: {{topics: [{topic}], format: avro, max_records_per_batch: 3, schema_registry: {{url: "${{local:schema_registry.url}}"}}}}
+    write: {{engine: arrow}}
+    partition_window: none
+    errors: {{error_topic: {errors}}}
+    expectations: {{named: {{expr: "length(name) > 0", on_violation: warn}}}}
+""",
+    )
+    assert written == []  # the rule keeps every batch on Spark's side
+    assert [(r["id"], r["size"]) for r in rows(lake, f"{ns}.orders")] == [(i, None if i < 3 else "L") for i in range(6)]
+    assert consume_all(stack.kafka_bootstrap, errors) == []

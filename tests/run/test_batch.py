@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,6 +59,36 @@ MESSAGES = [
     Msg(None, json.dumps({"id": 3, "note": "c"})),
 ]
 OFFSETS = {"t": {0: len(MESSAGES)}}
+# The same batch as plain Avro (a schema file, no registry), for the Arrow writer's Avro pass.
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Event",
+    "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": "string"}],
+}
+
+
+def avro_messages() -> list[Msg]:
+    import io
+
+    import fastavro
+
+    parsed = fastavro.parse_schema(AVRO_SCHEMA)
+    out = []
+    for m in MESSAGES:
+        try:
+            doc = json.loads(m.value)
+        except ValueError:
+            out.append(Msg(None, b"\xff"))  # an unfinished varint: does not decode
+            continue
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, parsed, doc)
+        out.append(Msg(None, buffer.getvalue()))
+    return out
+
+
+def avro_spec(ns: str, schema_file: Any) -> TableSpec:
+    source = {"topics": ["t"], "format": "avro", "avro": {"schema_file": str(schema_file)}}
+    return spec(ns, source=source, schema=None, write={"engine": "arrow"})
 
 
 def rows_of(spark: Any, identifier: str) -> list[tuple[int, int]]:
@@ -70,11 +102,19 @@ def process(
 ) -> None:
     """One batch through a fresh processor (a fresh process), recording its steps; may crash.
 
-    ``engine``: the writer, or ``upsert``: Spark's MERGE of rows the Arrow decoder made where it parsed them.
+    ``engine``: the writer, or ``upsert``: Spark's MERGE of rows the Arrow decoder made where it parsed
+    them, or ``avro``: the Arrow writer's tasks decoding plain Avro and writing it (schema file in ``ns``'s
+    directory under the temporary directory).
     """
-    table = (
-        spec(ns, commit_mode="upsert", key_fields=["id"]) if engine == "upsert" else spec(ns, write={"engine": engine})
-    )
+    messages = MESSAGES
+    if engine == "upsert":
+        table = spec(ns, commit_mode="upsert", key_fields=["id"])
+    elif engine == "avro":
+        schema_file = Path(tempfile.gettempdir()) / f"{ns}.avsc"
+        schema_file.write_text(json.dumps(AVRO_SCHEMA))
+        table, messages = avro_spec(ns, schema_file), avro_messages()
+    else:
+        table = spec(ns, write={"engine": engine})
     processor = BatchProcessor(spark, "unit", table, catalog)
     processor.resume(STREAM)
     writer = processor.writer
@@ -85,7 +125,15 @@ def process(
         return commit(rows, marker, **kwargs)
 
     writer.commit = traced_commit  # type: ignore[method-assign]
-    raw = spark.createDataFrame(kafka_rows(MESSAGES), KAFKA_SCHEMA)
+    where_parsed = writer.write_where_parsed
+
+    def traced_where_parsed(*args: Any, **kwargs: Any) -> Any:
+        steps.append("decoded")  # the Avro batch decoded and written by the same tasks
+        return where_parsed(*args, **kwargs)
+
+    if engine == "avro":
+        writer.write_where_parsed = traced_where_parsed  # type: ignore[method-assign]
+    raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
     with pytest.MonkeyPatch.context() as patch:
 
         def reached(point: str) -> None:
@@ -104,14 +152,15 @@ def process(
         processor.process(raw, batch_id=0, stream=STREAM, offsets=OFFSETS)
 
 
-@pytest.mark.parametrize("engine", ["spark", "arrow"])
+@pytest.mark.parametrize("engine", ["spark", "arrow", "avro"])
 def test_bad_records_are_routed_before_the_table_commit_and_the_marker_comes_with_it(spark, files_catalog, engine):
     ns = f"bp_{uuid.uuid4().hex[:8]}"
     steps: list[str] = []
     process(spark, files_catalog, ns, steps, engine=engine)
     # Route bad records (the quarantine commit) → commit the table with the marker → acknowledge. The
     # Arrow writer's single pass writes the data files first, in the job that sorts out the bad records.
-    assert steps == [*(["written"] if engine == "arrow" else []), "quarantined", "commit table", "committed"]
+    first = {"arrow": ["written"], "avro": ["decoded", "written"]}.get(engine, [])
+    assert steps == [*first, "quarantined", "commit table", "committed"]
     assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 0), (0, 2), (0, 4)]
     assert rows_of(spark, f"{files_catalog}.{ns}.events_quarantine") == [(0, 1), (0, 3)]
     marker = BatchProcessor(spark, "unit", spec(ns), files_catalog).resume(STREAM)
@@ -121,7 +170,8 @@ def test_bad_records_are_routed_before_the_table_commit_and_the_marker_comes_wit
 @pytest.mark.parametrize(
     ("crash_at", "engine"),
     [("quarantined", "spark"), ("committed", "spark"), ("written", "arrow"), ("quarantined", "arrow"),
-     ("committed", "arrow"), ("quarantined", "upsert"), ("committed", "upsert")],
+     ("committed", "arrow"), ("quarantined", "upsert"), ("committed", "upsert"), ("quarantined", "avro"),
+     ("written", "avro"), ("committed", "avro")],
 )  # fmt: skip
 def test_a_crash_between_two_steps_then_the_redelivered_batch_leaves_one_copy(spark, files_catalog, crash_at, engine):
     ns = f"bp_{uuid.uuid4().hex[:8]}"
@@ -140,7 +190,7 @@ def test_a_crash_between_two_steps_then_the_redelivered_batch_leaves_one_copy(sp
     # A batch already in the table is left alone; one whose commit was lost is completed, its bad
     # records found in the quarantine table already (nothing new quarantined, so no "quarantined").
     redone = ["quarantined"] if crash_at == "written" else []
-    written = {"arrow": ["written"], "upsert": ["parsed"]}.get(engine, [])
+    written = {"arrow": ["written"], "upsert": ["parsed"], "avro": ["decoded", "written"]}.get(engine, [])
     assert again == ([] if committed else [*written, *redone, "commit table", "committed"])
     assert rows_of(spark, table) == [(0, 0), (0, 2), (0, 4)]
     assert rows_of(spark, quarantine) == [(0, 1), (0, 3)]  # once, though routed twice

@@ -29,7 +29,7 @@ from kafka_iceberg.decode.plan import (
     split,
 )
 from kafka_iceberg.decode.pt import pt_value
-from kafka_iceberg.decode.schemaful import decode_schemaful, is_schemaful
+from kafka_iceberg.decode.schemaful import Codec, decode_schemaful, is_schemaful
 from kafka_iceberg.decode.simple import binary_plan, json_plan, text_plan
 from kafka_iceberg.decode.sql import new_nonce
 from kafka_iceberg.errors import ConfigError
@@ -128,6 +128,7 @@ def decode(
     known_columns: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
     decoder: Literal["spark", "arrow"] | None = None,
+    codec: Codec | None = None,
 ) -> Decoded:
     """Decode a Kafka-shaped DataFrame with the table spec's format and mode.
 
@@ -143,6 +144,8 @@ def decode(
         decoder: the decoder to use in place of ``source.decoder``: ``spark`` for the records the
             Arrow decoder already left to it, ``arrow`` where the single pass resolves ``auto`` to it
             (``run/batch.py``); the Arrow decoder still applies only where it can.
+        codec: a schema-driven format's codec for this batch, built already from a frame holding
+            these records (:func:`~kafka_iceberg.decode.schemaful.build_codec`): not built again.
 
     Returns:
         Rows, error rows and (flatten) new columns.
@@ -165,6 +168,7 @@ def decode(
             pt=pt_value(spec.partition_window, flush_time),
             include_headers=spec.source.include_headers,
             base_dir=base_dir,
+            codec=codec,
         )
         known = dict(known_columns or {})
         new = {f.name: f.dataType.simpleString() for f in columns.fields if f.name not in known}

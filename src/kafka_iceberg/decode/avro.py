@@ -82,6 +82,44 @@ def _primitive(name: str) -> DataType:
     return mapping.get(name.rsplit(".", maxsplit=1)[-1] if name not in mapping else name, T.StringType())
 
 
+# Logical types whose fastavro values are what their columns hold (decimal only up to the digits
+# Python's decimal context keeps exact: values.conform's limit).
+_PLAIN_LOGICAL = frozenset({"date", "timestamp-millis", "timestamp-micros", "local-timestamp-millis"})
+_PLAIN_LOGICAL |= {"local-timestamp-micros"}
+_PRIMITIVES = frozenset({"string", "int", "long", "float", "double", "boolean", "bytes"})
+_EXACT_DIGITS = 28
+
+
+def plain_values(schema: Any, depth: int = 0) -> bool:
+    """Whether fastavro's values of ``schema`` are, as they come, what :func:`spark_type`'s column holds.
+
+    True for records of primitives, enums, fixed, records, arrays, maps, ``[null, T]`` unions and
+    the date, timestamp and decimal logical types; False where the column needs a conversion
+    (``uuid``, a union of several types: JSON text) or another logical type.
+    """
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        return len(branches) == 1 and plain_values(branches[0], depth)
+    if isinstance(schema, str):
+        return schema in _PRIMITIVES
+    logical, kind = schema.get("logicalType"), schema.get("type")
+    if logical == "decimal":
+        return kind in ("bytes", "fixed") and int(schema["precision"]) <= _EXACT_DIGITS
+    if logical is not None:
+        return logical in _PLAIN_LOGICAL
+    if kind in {"record", "error"}:
+        return all(plain_values(f["type"], depth + 1) for f in schema.get("fields", []))
+    if kind == "array":
+        return plain_values(schema["items"], depth + 1)
+    if kind == "map":
+        return plain_values(schema["values"], depth + 1)
+    if kind in ("enum", "fixed"):
+        return True
+    return isinstance(kind, str) and kind in _PRIMITIVES
+
+
 def record_columns(schema_text: str) -> StructType:
     """The top-level fields of a record schema as columns (a non-record schema is one ``value`` column)."""
     from pyspark.sql import types as T

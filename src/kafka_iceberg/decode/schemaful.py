@@ -1,8 +1,9 @@
 """Schema-driven formats: Avro, Protobuf and JSON Schema (Confluent wire format), and Debezium events.
 
-On the driver, per batch: the distinct schema ids of the batch are read (one small aggregation),
-their writer schemas fetched from the registry (cached per process), and the table's columns
-taken from the registry's latest schema for the subject. Then each partition is decoded in Python
+On the driver, per batch: the distinct schema ids of the batch are read (one small aggregation;
+the Arrow writer's pass reads them for its first batch only, ``run/batch.py``), their writer
+schemas fetched from the registry (cached per process), and the table's columns taken from the
+registry's latest schema for the subject. Then each partition is decoded in Python
 (``mapInArrow``) into the Spark decoder's outcome shape, so rows and error rows are split exactly
 as for every other format (:func:`kafka_iceberg.decode.plan.split`).
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,12 +87,21 @@ def _client(  # noqa: PLR0917 (lru_cache keys on positional arguments)
 
 
 def decode_schemaful(
-    frame: DataFrame, spec: TableSpec, *, pt: str | None, include_headers: bool, base_dir: Path | None
+    frame: DataFrame,
+    spec: TableSpec,
+    *,
+    pt: str | None,
+    include_headers: bool,
+    base_dir: Path | None,
+    codec: Codec | None = None,
 ) -> tuple[DataFrame, DataFrame, DataFrame, StructType]:
-    """(rows, error rows, outcome, payload columns) of a batch of a schema-driven format."""
+    """(rows, error rows, outcome, payload columns) of a batch of a schema-driven format.
+
+    ``codec``: the batch's, when it was built already (for a frame holding these records).
+    """
     from pyspark.sql import types as T
 
-    codec = build_codec(frame, spec, base_dir=base_dir)
+    codec = codec or build_codec(frame, spec, base_dir=base_dir)
     out_schema = T.StructType(
         [
             *frame.schema.fields,
@@ -110,8 +120,13 @@ def decode_schemaful(
     return rows, errors, outcome, codec.columns
 
 
-def build_codec(frame: DataFrame, spec: TableSpec, *, base_dir: Path | None = None) -> Codec:
+def build_codec(
+    frame: DataFrame, spec: TableSpec, *, base_dir: Path | None = None, ids: Iterable[int] | None = None
+) -> Codec:
     """Fetch what the batch needs from the registry (driver side) and decide the columns.
+
+    ``ids``: the schema ids to fetch, when the caller knows them (``run/batch.py`` keeps those of
+    earlier batches); None reads the batch's own in one small Spark job.
 
     Raises:
         RegistryUnavailableError: the registry did not answer through every retry.
@@ -154,15 +169,16 @@ def build_codec(frame: DataFrame, spec: TableSpec, *, base_dir: Path | None = No
 
     client = registry_client(spec)
     schema_type = SCHEMA_TYPES[src.format]
-    ids = [
-        int(r[0])
-        for r in frame.where(
-            f"{source} IS NOT NULL AND octet_length({source}) >= 5 AND substring({source}, 1, 1) = X'00'"
-        )
-        .selectExpr(f"conv(hex(substring({source}, 2, 4)), 16, 10) AS id")
-        .distinct()
-        .collect()
-    ]
+    if ids is None:
+        ids = [
+            int(r[0])
+            for r in frame.where(
+                f"{source} IS NOT NULL AND octet_length({source}) >= 5 AND substring({source}, 1, 1) = X'00'"
+            )
+            .selectExpr(f"conv(hex(substring({source}, 2, 4)), 16, 10) AS id")
+            .distinct()
+            .collect()
+        ]
     writers: dict[int, RegisteredSchema] = {}
     unknown: set[int] = set()
     for schema_id in sorted(ids):
@@ -250,15 +266,40 @@ def _columns(fmt: str, schemas: list[RegisteredSchema], client: RegistryClient) 
 
 
 # -- Python side (Spark's Python workers) -----------------------------------------------------------
-class _Readers:
+class Readers:
     """Per-process decoders by schema id, built once from the codec's schema texts."""
 
     def __init__(self, codec: Codec):
         self.codec = codec
         self._cache: dict[int | None, Any] = {}
         self.conform = converter(codec.columns)  # the table's columns, their checks decided once
+        self._plain: dict[int | None, bool] = {}
+
+    def plain(self, schema_id: int | None) -> bool:
+        """Whether values of writer ``schema_id`` go to Arrow as fastavro gives them, without :attr:`conform`.
+
+        Only an Avro record writer whose columns are the codec's, type for type, with nothing to
+        convert (:func:`~kafka_iceberg.decode.avro.plain_values`). Arrow then checks what
+        ``conform`` would (integer ranges, decimal digits); a batch Arrow refuses is conformed
+        value by value, which gives each record its reason (:func:`decode_batch`).
+        """
+        if schema_id not in self._plain:
+            codec = self.codec
+            text = codec.plain_schema if schema_id is None else codec.writers.get(schema_id)
+            plain = codec.fmt == "avro" and codec.envelope == "none" and text is not None
+            if plain:
+                schema = avro.parse(str(text))
+                plain = isinstance(schema, dict) and schema.get("type") == "record" and avro.plain_values(schema)
+                plain = plain and avro.record_columns(str(text)) == codec.columns
+            self._plain[schema_id] = plain
+        return self._plain[schema_id]
 
     def read(self, schema_id: int | None, payload: bytes) -> Any:
+        """The value of ``payload`` written with schema ``schema_id`` (None: plain Avro's schema file).
+
+        Raises:
+            ValueError: the payload does not match the schema.
+        """
         codec = self.codec
         if schema_id not in self._cache:
             if codec.fmt == "avro":
@@ -293,31 +334,42 @@ class _Readers:
 
 def decode_batches(batches: Iterator[pa.RecordBatch], codec: Codec) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: each batch with the decoded fields and the outcome flags."""
-    readers = _Readers(codec)
+    readers = Readers(codec)
     for batch in batches:
         yield decode_batch(batch, codec, readers)
 
 
-def decode_batch(batch: pa.RecordBatch, codec: Codec, readers: _Readers | None = None) -> pa.RecordBatch:
+def decode_batch(batch: pa.RecordBatch, codec: Codec, readers: Readers | None = None) -> pa.RecordBatch:
     """Decode one Arrow batch of the Kafka frame (see :func:`decode_record`)."""
     import pyarrow as pa
 
-    readers = readers or _Readers(codec)
+    readers = readers or Readers(codec)
     payloads = batch.column(codec.source).to_pylist()
     rows: list[dict[str, Any] | None] = []
     failed, tomb, skip, reasons = [], [], [], []
-    for data in payloads:
-        row, is_delete, skipped, reason = decode_record(data, codec, readers)
+    as_read = []  # rows of plain writers, not conformed (Readers.plain)
+    for i, data in enumerate(payloads):
+        row, is_delete, skipped, reason, plain = _decode_record(data, codec, readers)
         rows.append(row)
         failed.append(reason is not None)
         tomb.append(is_delete)
         skip.append(skipped)
         reasons.append(reason)
+        if plain:
+            as_read.append(i)
     struct = arrow_type(codec.columns)
     try:
         fields = pa.array(rows, type=struct)
     except (pa.ArrowException, ValueError, TypeError, OverflowError):
-        fields = _one_by_one(rows, struct, failed, reasons)
+        for i in as_read:  # conform gives each record refused its reason, as without the shortcut
+            try:
+                rows[i] = readers.conform(rows[i])
+            except (ValueError, TypeError, ArithmeticError) as exc:
+                rows[i], failed[i], reasons[i] = None, True, str(exc)
+        try:
+            fields = pa.array(rows, type=struct)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            fields = _one_by_one(rows, struct, failed, reasons)
     out = [
         *batch.columns,
         fields,
@@ -328,6 +380,53 @@ def decode_batch(batch: pa.RecordBatch, codec: Codec, readers: _Readers | None =
     ]
     names = [*batch.schema.names, FIELDS, FAILED, TOMB, SKIP, REASON]
     return pa.RecordBatch.from_arrays(out, names=names)
+
+
+def decoded_fields(
+    batch: pa.RecordBatch, codec: Codec, readers: Readers
+) -> tuple[pa.Array, pa.RecordBatch, dict[str, pa.Array]]:
+    """The records of ``batch`` that decode, and their columns: ``(decoded mask, those records, columns)``.
+
+    For the Arrow writer's single pass (``write/certified.py``): a record that does not decode is
+    left to Spark, whose decoder (this module's, again) gives it its error row.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = decode_batch(batch, codec, readers)
+    ok = pc.invert(pc.or_(out.column(FAILED), out.column(SKIP)))
+    decoded = out.filter(ok)
+    fields = decoded.column(FIELDS)
+    assert isinstance(fields, pa.StructArray)
+    return ok, decoded, {f.name: fields.field(i) for i, f in enumerate(fields.type)}
+
+
+def unseen_ids(batch: pa.RecordBatch, codec: Codec) -> set[int]:
+    """The schema ids in ``batch``'s wire headers that ``codec`` neither has nor knows to be unknown."""
+    if not codec.wire:
+        return set()
+    known = set(codec.writers) | set(codec.protos) | set(codec.unknown)
+    out = set()
+    for data in batch.column(codec.source).to_pylist():
+        try:
+            schema_id = split_header(data, codec.part)[0] if data is not None else None
+        except WireError:
+            continue
+        if schema_id is not None and schema_id not in known:
+            out.add(schema_id)
+    return out
+
+
+def row_schema(codec: Codec, pt: str | None) -> StructType:
+    """The columns Spark's decoder gives a row of ``codec`` (:func:`decode_schemaful`), without its flags."""
+    from pyspark.sql import types as T
+
+    from kafka_iceberg.spec.columns import PT_COLUMN
+
+    types = {"topic": T.StringType(), "partition": T.IntegerType(), "offset": T.LongType()}
+    kafka = [T.StructField(name, t, True) for name, t in (types | {"timestamp": T.TimestampType()}).items()]
+    pt_field = [T.StructField(PT_COLUMN, T.StringType(), False)] if pt is not None else []
+    return T.StructType([*kafka, *codec.columns.fields, *pt_field])
 
 
 def _one_by_one(rows: list[Any], struct: pa.DataType, failed: list[bool], reasons: list[str | None]) -> pa.Array:
@@ -344,21 +443,35 @@ def _one_by_one(rows: list[Any], struct: pa.DataType, failed: list[bool], reason
 
 
 def decode_record(
-    data: bytes | None, codec: Codec, readers: _Readers
+    data: bytes | None, codec: Codec, readers: Readers
 ) -> tuple[dict[str, Any] | None, bool, bool, str | None]:
     """``(row, is_delete, skipped, error reason)`` of one message."""
+    row, is_delete, skipped, reason, plain = _decode_record(data, codec, readers)
+    if plain:
+        try:
+            row = readers.conform(row)
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            return None, False, False, str(exc)
+    return row, is_delete, skipped, reason
+
+
+def _decode_record(
+    data: bytes | None, codec: Codec, readers: Readers
+) -> tuple[dict[str, Any] | None, bool, bool, str | None, bool]:
+    """:func:`decode_record`, and whether the row is fastavro's as read (:meth:`Readers.plain`), not conformed."""
     part = codec.part
     if data is None:
         if codec.envelope == "debezium":
-            return None, False, True, None  # the tombstone Debezium sends after a delete
+            return None, False, True, None, False  # the tombstone Debezium sends after a delete
         if codec.upsert and part == "value":
             return (
                 None,
                 False,
                 False,
                 f"null value (tombstone): deletes need source.envelope debezium for format {codec.fmt}",
+                False,
             )
-        return None, False, False, f"null {part}: format {codec.fmt} decodes the message {part}, which is null"
+        return None, False, False, f"null {part}: format {codec.fmt} decodes the message {part}, which is null", False
     schema_id = None
     payload = data
     try:
@@ -370,24 +483,27 @@ def decode_record(
                     False,
                     False,
                     f"unknown schema id {schema_id} in {part} (the schema registry has no such {codec.fmt} schema)",
+                    False,
                 )
         elif len(data) == 0 and codec.fmt == "json":
-            return None, False, False, f"empty {part} (0 bytes)"
+            return None, False, False, f"empty {part} (0 bytes)", False
     except WireError as exc:
-        return None, False, False, str(exc)
+        return None, False, False, str(exc), False
     try:
         value = readers.read(schema_id, payload)
     except ValueError as exc:
         which = f"writer schema {schema_id}" if schema_id is not None else "the writer schema"
         if codec.fmt == "json":
-            return None, False, False, str(exc)
-        return None, False, False, f"{part} does not match {which}: {exc}"
+            return None, False, False, str(exc), False
+        return None, False, False, f"{part} does not match {which}: {exc}", False
     is_delete = False
     try:
         if codec.envelope == "debezium":
             value, is_delete = debezium.change(value)
+        elif readers.plain(schema_id):
+            return value, False, False, None, True  # Arrow checks it (decode_batch)
         elif not isinstance(value, dict):
             value = {"value": value}
-        return readers.conform(value), is_delete, False, None
+        return readers.conform(value), is_delete, False, None, False
     except (ValueError, TypeError, ArithmeticError) as exc:
-        return None, False, False, str(exc)
+        return None, False, False, str(exc), False

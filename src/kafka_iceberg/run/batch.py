@@ -26,7 +26,7 @@ from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import Decoded, decode, discovers_columns, pt_value
 from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED, arrow_parses, uses_arrow
 from kafka_iceberg.decode.plan import kafka_frame
-from kafka_iceberg.decode.schemaful import is_schemaful
+from kafka_iceberg.decode.schemaful import Codec, build_codec, is_schemaful, row_schema
 from kafka_iceberg.errors import ConfigError, summary
 from kafka_iceberg.observe.report import BatchReport
 from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
@@ -37,7 +37,7 @@ from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.spec.types import from_spark_type
 from kafka_iceberg.write import CommitMarker, TableWriter
 from kafka_iceberg.write.arrow_files import SortedBatch, WrittenFile
-from kafka_iceberg.write.certified import ParsedRows, rows_where_parsed, writes_where_parsed
+from kafka_iceberg.write.certified import ParsedBatch, ParsedRows, rows_where_parsed, takes_as_is, writes_where_parsed
 from kafka_iceberg.write.marker import DROPPED
 from kafka_iceberg.write.quarantine import QuarantineTable
 
@@ -103,16 +103,20 @@ class _Checked:
     failed: dict[str, int] = field(default_factory=dict)
     dropped: int = 0  # by ``drop`` rules and by a filtering transform
 
-    def with_certified(self, rows: DataFrame, stats: dict[str, Any], rules: list[str]) -> _Checked:
-        """These and the records the Arrow decoder certified (:class:`~kafka_iceberg.write.certified.ParsedRows`).
+    def with_certified(self, rows: DataFrame | None, stats: dict[str, Any], rules: list[str]) -> _Checked:
+        """These and the records certified where they were parsed (``write/certified.py``).
 
+        ``rows``: theirs for the MERGE (:class:`~kafka_iceberg.write.certified.ParsedRows`), None
+        when they are written already (:class:`~kafka_iceberg.write.certified.ParsedBatch`).
         Certified records met every rule but ``warn`` ones, whose violations ``stats`` counts.
         """
         warned = dict(zip(rules, stats["violations"], strict=True))
+        if rows is not None and self.rows is not None:
+            rows = self.rows.unionByName(rows, allowMissingColumns=True)
         return replace(
             self,
             offsets=merge_offsets(self.offsets, stats["offsets"]),
-            rows=rows if self.rows is None else self.rows.unionByName(rows, allowMissingColumns=True),
+            rows=self.rows if rows is None else rows,
             passed={n: self.passed.get(n, 0) + stats["decoded"] - warned[n] for n in rules},
             failed={n: self.failed.get(n, 0) + warned[n] for n in rules},
         )
@@ -152,6 +156,7 @@ class BatchProcessor:
     _elsewhere: set[Key] = field(default_factory=set, init=False)
     _rules: dict[Key, list[Rule | None]] = field(default_factory=dict, init=False)  # by the rows' columns
     _spark_batches: int = field(default=0, init=False)  # batches ``decoder: auto`` gives Spark's decoder next
+    _schema_ids: set[int] | None = field(default=None, init=False)  # registry ids known (_decode_where_written)
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
@@ -254,31 +259,43 @@ class BatchProcessor:
             return
         flush_time = self.clock()
         parsed = self._parse_for_merge(raw, flush_time=flush_time, table_schema=table_schema, persist=persist)
-        rest = raw if parsed is None else parsed.left  # what Spark's decoder reads: None when Arrow took it all
-        report.records_in = 0 if parsed is None else parsed.stats["in"]
+        codec, decoded = None, None
+        if parsed is None and self._decodes_where_written:
+            raw, codec, decoded = self._decode_where_written(raw, flush_time=flush_time, persist=persist)
+        certified = parsed or decoded
+        rest = raw if certified is None else certified.left  # what Spark's decoder reads: None when none is left
+        report.records_in = 0 if certified is None else certified.stats["in"]
         checked = _Checked()
         if rest is not None:
             decoder: Literal["spark"] | None = None if parsed is None else "spark"
             checked = self._checked(
-                rest, flush_time, table_schema, persist, report, offsets=offsets is None, decoder=decoder
+                rest, flush_time, table_schema, persist, report, offsets=offsets is None, decoder=decoder, codec=codec
             )
-        if parsed is not None:
-            checked = checked.with_certified(parsed.rows, parsed.stats, list(self.spec.expectations))
+        if certified is not None:
+            rows = parsed.rows if parsed is not None else None
+            checked = checked.with_certified(rows, certified.stats, list(self.spec.expectations))
         if offsets is None:
             offsets = merge_offsets(self._offsets, checked.offsets)
         report.expectations_passed, report.expectations_failed = checked.passed, checked.failed
         report.records_dropped = checked.dropped
-        assert checked.rows is not None  # Spark's decoder or Arrow's made the rows
-        from pyspark.sql.types import StructType
+        plan = None
+        if checked.rows is not None:  # None only when the tasks that decoded the batch wrote all of it
+            from pyspark.sql.types import StructType
 
-        writable = [f for f in checked.rows.schema.fields if not f.name.startswith(INTERNAL_PREFIX)]
-        plan = self.writer.plan(StructType(writable))
+            writable = [f for f in checked.rows.schema.fields if not f.name.startswith(INTERNAL_PREFIX)]
+            plan = self.writer.plan(StructType(writable))
         routing = self.router().route(
             checked.errors, checked.quarantined, batch_id=batch_id, quarantined_count=checked.quarantined_count
         )
-        if plan.changes:  # applying an empty plan would only drop the loaded table and reload it
+        if plan is not None and plan.changes:  # applying an empty plan would only drop the loaded table and reload it
             self.writer.apply(plan)
-        self._commit(checked.rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing)
+        written = None
+        if decoded is not None:  # the records Spark's decoder kept (rarely any) join the files the tasks wrote
+            written = decoded.files + (self.writer.write_rows(checked.rows) if checked.rows is not None else [])
+        self._commit(
+            checked.rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing,
+            written=written,
+        )  # fmt: skip
 
     def _checked(
         self,
@@ -290,19 +307,21 @@ class BatchProcessor:
         *,
         offsets: bool,
         decoder: Literal["spark"] | None = None,
+        codec: Codec | None = None,
     ) -> _Checked:
         """Decode, transform and check ``raw``: the rows to write, what leaves the table, the counts.
 
         Counts ``raw`` into ``report.records_in`` first. ``offsets``: whether to find the source
         offsets past ``raw`` (Spark's sources; the direct reader knows them). ``decoder``: ``spark``
-        for the records the Arrow decoder left (:meth:`_parse_for_merge`).
+        for the records the Arrow decoder left (:meth:`_parse_for_merge`). ``codec``: the batch's,
+        when it was built already (:meth:`_decode_where_written`).
         """
         raw = persist(raw)
         report.records_in += raw.count()
         seen = batch_offsets(raw) if offsets else {}
         decoded = decode(
             raw, self.spec, flush_time=flush_time, known_columns=_known(table_schema), base_dir=self.base_dir,
-            decoder=decoder,
+            decoder=decoder, codec=codec,
         )  # fmt: skip
         for frame in decoded.to_persist():
             persist(frame)  # rows and errors are both read from it: one decode pass per batch
@@ -382,7 +401,7 @@ class BatchProcessor:
                 raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder="spark"
             )
             rows = decoded.rows
-            rules = self._arrow_rules(rows)
+            rules = self._arrow_rules(rows.schema)
             if decoded.layout is None or not writes_where_parsed(self.spec, decoded.layout, rules):
                 self._elsewhere.add(schema_key)
                 return None
@@ -398,6 +417,67 @@ class BatchProcessor:
         if decoder == "auto" and parsed.left_count > parsed.stats["in"]:
             self._spark_batches = AUTO_ARROW_BACKOFF  # mostly Spark's to decode: its decoder alone costs less
         return parsed
+
+    @property
+    def _decodes_where_written(self) -> bool:
+        """Whether a schema-driven table's batches may be decoded and written by the same tasks."""
+        spec = self.spec
+        if self.writer.engine != "arrow" or not is_schemaful(spec) or self._transform is not None:
+            return False
+        return spec.source.envelope != "debezium" and not spec.source.include_headers
+
+    def _decode_where_written(
+        self, raw: DataFrame, *, flush_time: dt.datetime, persist: Any
+    ) -> tuple[DataFrame, Codec | None, ParsedBatch | None]:
+        """A schema-driven batch decoded and written by the same tasks (the Arrow writer).
+
+        Returns the batch (cached when its schema ids were read first), the codec Spark's side
+        decodes the records left with (None: the batch's own, read by Spark's side), and what the
+        tasks wrote (None where the pass does not apply).
+
+        The decoder is this format's own (``decode/schemaful.py``) on either path, so only what it
+        cannot keep goes back to Spark: records that do not decode, miss a value the table requires or
+        violate a ``quarantine``, ``drop`` or ``fail`` rule, and records of a schema id the codec did
+        not know. Spark's side decodes those again and routes them as on the step-by-step path. It
+        applies with ``write.engine: arrow`` (not Debezium envelopes, ``include_headers`` or a
+        transform), expectations all translated for pyarrow, and a table whose columns take the
+        decoded ones as they are (no nested column wider than the writer schema's).
+        """
+        raw, codec, read = self._codec(raw, persist)
+        pt = pt_value(self.spec.partition_window, flush_time)
+        schema = row_schema(codec, pt)
+        rules = self._arrow_rules(schema)
+        if not any(rule is None for rule in rules):
+            self._apply_plan(schema)
+            table = self.writer.current_schema()
+            if table is not None and takes_as_is(codec.columns, table):
+                decoded = self.writer.write_where_parsed(
+                    kafka_frame(raw), codec, pt=pt, rules=[r for r in rules if r], persist=persist
+                )
+                faults.reached("written")  # data files no commit refers to yet: orphans if the process dies
+                if decoded.unseen:  # Spark's side decodes their records: it must know them
+                    assert self._schema_ids is not None
+                    self._schema_ids |= decoded.unseen
+                    codec = build_codec(kafka_frame(raw), self.spec, base_dir=self.base_dir, ids=self._schema_ids)
+                return raw, codec, decoded
+        return raw, codec if read else None, None  # Spark's side decodes the batch: it needs all of its ids
+
+    def _codec(self, raw: DataFrame, persist: Any) -> tuple[DataFrame, Codec, bool]:
+        """The batch's codec, the batch (cached when a job read its schema ids first), and whether one did.
+
+        The first batch's schema ids are read from it (one small Spark job, after which the batch is
+        read again: it is cached). Later batches fetch the ids earlier batches had, from the
+        registry client's cache, with the subject's latest schema: records with an id not among them
+        are left to Spark by the tasks, which report the id, and it is known from then on.
+        """
+        spec = self.spec
+        known = self._schema_ids if spec.source.topics else None  # the topics name the subjects
+        read = known is None and spec.source.avro is None  # plain Avro has one schema, from its file
+        if read:
+            raw = persist(raw)
+        codec = build_codec(kafka_frame(raw), spec, base_dir=self.base_dir, ids=known)
+        self._schema_ids = {*codec.writers, *codec.protos, *codec.unknown}
+        return raw, codec, read
 
     def _process_single(
         self,
@@ -472,7 +552,7 @@ class BatchProcessor:
         labelled, labels, rows = self._labelled(decoded, table_schema)
         self._apply_plan(rows.schema)
         layout = decoded.layout if arrow else None
-        rules = self._arrow_rules(rows) if layout is not None else []
+        rules = self._arrow_rules(rows.schema) if layout is not None else []
         if layout is not None and writes_where_parsed(self.spec, layout, rules):
             shape = _WhereParsed(layout, rows.schema, labels, [r for r in rules if r is not None])
             self._where_parsed[schema_key] = shape
@@ -544,9 +624,9 @@ class BatchProcessor:
         stats = merged_stats([parsed.stats, written.stats], len(shape.labels.rules))
         return SortedBatch(parsed.files + written.files, written.errors, written.quarantined, stats)
 
-    def _arrow_rules(self, rows: DataFrame) -> list[Rule | None]:
-        """The expectations translated for pyarrow over ``rows``' columns (None where one is not)."""
-        columns = {f.name: f.dataType.simpleString() for f in rows.schema.fields}
+    def _arrow_rules(self, schema: StructType) -> list[Rule | None]:
+        """The expectations translated for pyarrow over rows of ``schema`` (None where one is not)."""
+        columns = {f.name: f.dataType.simpleString() for f in schema.fields}
         key = tuple(columns.items())
         if key not in self._rules:  # a few py4j calls per rule: once per row schema, not per batch
             self._rules[key] = [translate(self.spark, e.expr, columns) for e in self.spec.expectations.values()]

@@ -20,6 +20,11 @@ routes it as on every other path; a ``warn`` rule's violations are counted and w
 An upsert keeps Spark's MERGE: its tasks hand the certified records back as the table's rows
 (:func:`rows_parsed`) instead of writing them, and the MERGE takes those rows with the ones
 Spark's decoder made of the rest (``run/batch.py``, ``_parse_for_merge``).
+
+The schema-driven formats (Avro, Protobuf, JSON Schema) take :func:`write_parsed` too, with their
+codec in place of the layout (``run/batch.py``, ``_decode_where_written``): their decoder is Python
+on either path, so a record that decodes is certified; one that does not, or whose schema id the
+codec does not know (reported back, so the driver fetches it), is left to Spark.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg.checks.arrow_rules import Rule, holds
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text
 from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
+from kafka_iceberg.decode.schemaful import Codec, Readers, decoded_fields, unseen_ids
 from kafka_iceberg.records import TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
@@ -48,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _LEFT = "left"  # a record the task did not certify, in the Kafka shape, for Spark's decoder
+_UNSEEN = "unseen"  # in a task's counts: schema ids its codec did not know
 _KAFKA_SHAPE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
 _UTC_ZONES = frozenset({"UTC", "ETC/UTC", "GMT", "Z", "+00:00"})
 
@@ -65,6 +72,44 @@ def writes_where_parsed(spec: TableSpec, layout: Layout | None, rules: list[Rule
     return all(t in read or layout.converted_where_parsed(t) for _, t in layout.columns)
 
 
+# Atomic column types a decoded value is cast to as Arrow casts it (the rest must match exactly).
+_WIDENINGS = frozenset({("int", "bigint"), ("float", "double")})
+
+
+def takes_as_is(columns: StructType, table: StructType) -> bool:
+    """Whether the table's columns take ``columns``' values through an Arrow cast, name for name.
+
+    A column the table widened (int to long, float to double, a decimal's precision) casts; a
+    nested column must have the table's shape exactly (a struct the table holds more fields in is
+    aligned by Spark's writer, not here).
+    """
+    by_name = {f.name: f.dataType for f in table.fields}
+    return all(f.name in by_name and _casts(f.dataType, by_name[f.name]) for f in columns.fields)
+
+
+def _casts(source: Any, target: Any) -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(source, T.StructType):
+        return (
+            isinstance(target, T.StructType)
+            and source.names == target.names
+            and all(_casts(a.dataType, b.dataType) for a, b in zip(source.fields, target.fields, strict=True))
+        )
+    if isinstance(source, T.ArrayType):
+        return isinstance(target, T.ArrayType) and _casts(source.elementType, target.elementType)
+    if isinstance(source, T.MapType):
+        return (
+            isinstance(target, T.MapType)
+            and _casts(source.keyType, target.keyType)
+            and _casts(source.valueType, target.valueType)
+        )
+    a, b = source.simpleString(), target.simpleString()
+    if isinstance(source, T.DecimalType) and isinstance(target, T.DecimalType):
+        return target.scale == source.scale and target.precision >= source.precision
+    return a == b or (a, b) in _WIDENINGS
+
+
 @dataclass(frozen=True)
 class Part:
     """What the task needs beside the layout and the target (pickled to Spark's Python workers)."""
@@ -76,20 +121,27 @@ class Part:
 
 
 # -- Python side (runs in Spark's Python workers) --------------------------------------------------
-def _rows(certified: pa.RecordBatch, layout: Layout, part: Part, names: list[str]) -> dict[str, pa.Array]:
-    """The table's columns (by name) of certified records; a column no record fills is all null."""
+Parser = Layout | Codec  # the Arrow decoder's layout, or a schema-driven format's codec
+
+
+def _rows(
+    certified: pa.RecordBatch, parsed: dict[str, pa.Array], text: str | None, part: Part, names: list[str]
+) -> dict[str, pa.Array]:
+    """The table's columns (by name) of certified records; a column no record fills is all null.
+
+    ``parsed``: the payload's columns by name; ``text``: the column holding a json record's text.
+    """
     import pyarrow as pa
 
     n = certified.num_rows
-    parsed = {name: certified.column(f"_ki_a{i}") for i, (name, _) in enumerate(layout.columns)}
     out: dict[str, pa.Array] = {}
     for name in names:
         if name in KAFKA_COLUMNS:
             out[name] = certified.column(name)
         elif name == PT_COLUMN and part.pt is not None:
             out[name] = pa.repeat(pa.scalar(part.pt, pa.string()), n)
-        elif layout.fmt == "json" and name == part.part:
-            out[name] = certified.column(layout.source).cast(pa.string())  # certified text is UTF-8
+        elif text is not None and name == part.part:
+            out[name] = certified.column(text).cast(pa.string())  # certified text is UTF-8
         elif name in parsed:
             out[name] = parsed[name]
         else:
@@ -107,25 +159,54 @@ class _Certified:
     warned: list[int]  # violations of each rule among the certified records (only warn rules have any)
 
 
-def _certify(batch: pa.RecordBatch, layout: Layout, part: Part, names: list[str], required: list[str]) -> _Certified:
-    """Certify ``batch`` and build the table's columns ``names`` of what it certifies.
-
-    A record is left to Spark when Arrow did not certify it, when text Arrow cannot convert
-    exactly is in it, when one of ``required`` is missing (Spark explains it) or when it violates a
-    ``quarantine``, ``drop`` or ``fail`` rule (Spark routes it).
-    """
+def _parsed(
+    batch: pa.RecordBatch, layout: Layout, part: Part, names: list[str]
+) -> tuple[Any, pa.RecordBatch, dict[str, pa.Array], Any]:
+    """The Arrow decoder's pass: ``(certified mask, certified records, their columns, converted exactly)``."""
     import numpy as np
     import pyarrow as pa
 
     checked = certify_batch(batch, layout)
     ok = checked.column(OK).to_numpy(zero_copy_only=False).astype(bool)
     certified = checked.filter(pa.array(ok))
-    columns = _rows(certified, layout, part, names)
+    parsed = {name: certified.column(f"_ki_a{i}") for i, (name, _) in enumerate(layout.columns)}
+    columns = _rows(certified, parsed, layout.source if layout.fmt == "json" else None, part, names)
     present = np.ones(certified.num_rows, dtype=bool)
     for name, col_type in layout.columns:  # text Arrow cannot convert exactly is Spark's to convert
         if layout.converted_where_parsed(col_type):
             columns[name], converted = convert_text(columns[name], col_type, zoneless_utc=part.zoneless_utc)
             present &= converted
+    return ok, certified, columns, present
+
+
+def _decoded(
+    batch: pa.RecordBatch, codec: Codec, readers: Any, part: Part, names: list[str]
+) -> tuple[Any, pa.RecordBatch, dict[str, pa.Array], Any]:
+    """A schema-driven format's decode (:func:`~kafka_iceberg.decode.schemaful.decoded_fields`), as :func:`_parsed`."""
+    import numpy as np
+
+    ok, decoded, fields = decoded_fields(batch, codec, readers)
+    columns = _rows(decoded, fields, None, part, names)
+    return ok.to_numpy(zero_copy_only=False).astype(bool), decoded, columns, np.ones(decoded.num_rows, dtype=bool)
+
+
+def _certify(
+    batch: pa.RecordBatch, parser: Parser, part: Part, names: list[str], required: list[str], *, readers: Any = None
+) -> _Certified:
+    """Certify ``batch`` and build the table's columns ``names`` of what it certifies.
+
+    A record is left to Spark when it was not certified (the Arrow decoder) or did not decode (a
+    schema-driven format, ``readers`` its decoders), when text Arrow cannot convert exactly is in
+    it, when one of ``required`` is missing (Spark explains it) or when it violates a
+    ``quarantine``, ``drop`` or ``fail`` rule (Spark routes it).
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    if isinstance(parser, Codec):
+        ok, certified, columns, present = _decoded(batch, parser, readers, part, names)
+    else:
+        ok, certified, columns, present = _parsed(batch, parser, part, names)
     for name in required:  # a missing required value is Spark's to explain
         if name in columns:
             present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
@@ -144,17 +225,23 @@ def _certify(batch: pa.RecordBatch, layout: Layout, part: Part, names: list[str]
     return _Certified(columns, certified, left, warned)
 
 
-def _stats(certified: int, violations: list[int], offsets: list[Any], left: int) -> dict[str, Any]:
-    """A task's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`' shape, plus ``left``)."""
+def _stats(
+    certified: int, violations: list[int], offsets: list[Any], left: int, unseen: set[int] | None = None
+) -> dict[str, Any]:
+    """A task's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`' shape, plus ``left`` and ``unseen``)."""
     stats = {"in": certified, "decoded": certified, "violations": violations, "quarantined": 0}
     stats["first"] = [None] * len(violations)  # a record violating a fail rule is left to Spark
-    return stats | {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: left}
+    stats |= {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: left}
+    return stats | {_UNSEEN: sorted(unseen or ())}
 
 
 def write_parsed(
-    batches: Iterator[pa.RecordBatch], layout: Layout, part: Part, target: FileTarget, schema: pa.Schema
+    batches: Iterator[pa.RecordBatch], parser: Parser, part: Part, target: FileTarget, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: certified records as data files, the others back in the Kafka shape.
+
+    ``parser``: the Arrow decoder's layout, or a schema-driven format's codec (its decoders are
+    built once per task).
 
     Output rows follow SORTED_SCHEMA: one per data file (``file``), one with the counts of the
     certified records (``stats``, plus ``left``: how many were not certified), one per record left
@@ -164,18 +251,22 @@ def write_parsed(
     from pyiceberg.table.metadata import TableMetadataUtil
 
     fields = TableMetadataUtil.parse_raw(target.metadata_json).schema().fields
-    required = [f.name for f in fields if f.required] + list(layout.required)
+    required = [f.name for f in fields if f.required] + _required(parser)
+    readers = Readers(parser) if isinstance(parser, Codec) else None  # per task: schemas parsed once
     tables, left, offsets = [], [], []
     violations = [0] * len(part.rules)
+    unseen: set[int] = set()  # schema ids the driver did not know of: their records are left to Spark
     for batch in batches:
         if not batch.num_rows:
             continue
-        done = _certify(batch, layout, part, [f.name for f in fields], required)
+        done = _certify(batch, parser, part, [f.name for f in fields], required, readers=readers)
         violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
         tables.append(pa.table(done.columns))
         offsets.append(arrow_offsets(done.certified))
         if done.left is not None:
             left.append(done.left)
+            if isinstance(parser, Codec):
+                unseen |= unseen_ids(done.left, parser)
 
     out: list[dict[str, Any]] = []
     certified = sum(t.num_rows for t in tables)
@@ -184,7 +275,7 @@ def write_parsed(
             {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
             for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
         ]
-    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left))
+    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left), unseen)
     out.append({"kind": "stats", "stats": json.dumps(stats)})
     yield pa.RecordBatch.from_pylist(out, schema=schema)
     for batch in left:
@@ -217,7 +308,7 @@ def rows_parsed(
     for batch in batches:
         if not batch.num_rows:
             continue
-        done = _certify(batch, layout, part, list(columns), [*required, *layout.required])
+        done = _certify(batch, layout, part, list(columns), [*required, *_required(layout)])
         violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
         certified += done.certified.num_rows
         offsets.append(arrow_offsets(done.certified))
@@ -230,6 +321,11 @@ def rows_parsed(
     yield pa.RecordBatch.from_pylist([{"kind": "stats", "stats": json.dumps(stats)}], schema=schema)
     for batch in left:
         yield _left_rows(batch, schema)
+
+
+def _required(parser: Parser) -> list[str]:
+    """Columns the parser itself requires a value in (a JSON Schema's ``required``)."""
+    return [] if isinstance(parser, Codec) else list(parser.required)
 
 
 def _row(i: int) -> str:
@@ -266,12 +362,13 @@ class ParsedBatch:
     files: list[WrittenFile]
     stats: dict[str, Any]  # checks.labels.merged_stats of the certified records written (warn violations counted)
     left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
+    unseen: frozenset[int] = frozenset()  # schema ids the codec did not know (their records are in ``left``)
 
 
 def write_where_parsed(
     frame: DataFrame,
     spec: TableSpec,
-    layout: Layout,
+    parser: Parser,
     target: FileTarget,
     *,
     pt: str | None,
@@ -284,12 +381,12 @@ def write_where_parsed(
     """
     struct, arrow = sorted_schema()
     task = functools.partial(
-        write_parsed, layout=layout, part=_part(frame, spec, pt, rules), target=target, schema=arrow
+        write_parsed, parser=parser, part=_part(frame, spec, pt, rules), target=target, schema=arrow
     )
     out = persist(frame.mapInArrow(task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, _ = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
-    return ParsedBatch(written_files(head), stats, rest)
+    return ParsedBatch(written_files(head), stats, rest, frozenset(stats.pop(_UNSEEN)))
 
 
 @dataclass(frozen=True)
@@ -336,6 +433,7 @@ def rows_where_parsed(
     out = persist(frame.mapInArrow(task, struct))
     head = out.where("kind = 'stats'").collect()
     stats, rest, left = _counts(spec, out, head, len(rules), "parsed for the MERGE")
+    stats.pop(_UNSEEN)  # the Arrow decoder reads no schema ids
     rows = out.where("kind = 'row'").select(
         *[F.col(_row(i)).alias(f.name) for i, f in enumerate(columns)], F.lit(False).alias(TOMBSTONE_COLUMN)
     )
@@ -361,7 +459,8 @@ def _counts(
 
     parts = [json.loads(r["stats"]) for r in stats_rows]
     left = sum(int(p.pop(_LEFT)) for p in parts)
+    unseen = {i for p in parts for i in p.pop(_UNSEEN)}
     rest = out.where(f"kind = '{_LEFT}'").select(*_KAFKA_SHAPE) if left else None
-    stats = merged_stats(parts, rules)
+    stats = merged_stats(parts, rules) | {_UNSEEN: sorted(unseen)}
     log.info("table %s: %d records %s where parsed, %d left to Spark", spec.identifier, stats["in"], done, left)
     return stats, rest, left

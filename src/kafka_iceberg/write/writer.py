@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from kafka_iceberg.checks.arrow_rules import Rule
-    from kafka_iceberg.decode.arrow import Layout
+    from kafka_iceberg.write.certified import Parser
 
 log = logging.getLogger(__name__)
 # Errors of a statement another writer ran first (table, namespace, column or partition field exists).
@@ -406,17 +406,22 @@ class TableWriter:
         return sort_and_write(data, self._target(table), replace(labels, carry=tuple(schema.names)))
 
     def write_where_parsed(
-        self, frame: DataFrame, layout: Layout, *, pt: str | None, rules: list[Rule], persist: Any
+        self, frame: DataFrame, parser: Parser, *, pt: str | None, rules: list[Rule], persist: Any
     ) -> ParsedBatch:
-        """The Arrow decoder's certified records written by the tasks that parse them (not committed).
+        """Certified records written by the tasks that parse or decode them (not committed).
 
-        ``frame`` is Kafka-shaped (:func:`~kafka_iceberg.decode.plan.kafka_frame`); the records
-        the tasks leave to Spark come back as a cached frame of the same shape
+        ``parser``: the Arrow decoder's layout, or a schema-driven format's codec. ``frame`` is
+        Kafka-shaped (:func:`~kafka_iceberg.decode.plan.kafka_frame`); the records the tasks leave
+        to Spark come back as a cached frame of the same shape
         (:func:`~kafka_iceberg.write.certified.write_where_parsed`).
         """
         table = self._table()
         target = self._target(table)
-        return write_where_parsed(frame, self.spec, layout, target, pt=pt, rules=rules, persist=persist)
+        return write_where_parsed(frame, self.spec, parser, target, pt=pt, rules=rules, persist=persist)
+
+    def write_rows(self, rows: DataFrame) -> list[WrittenFile]:
+        """``rows`` written as data files of the table (not committed); the table must fit them (:meth:`plan`)."""
+        return self._write_files(rows)
 
     def _column(self, name: str, table_schema: StructType) -> str:
         for f in table_schema.fields:
