@@ -54,6 +54,11 @@ class Codec:
     envelope: str = "none"
     upsert: bool = False
 
+    @property
+    def known_ids(self) -> set[int]:
+        """The schema ids this codec has a schema for or knows the registry has none for."""
+        return {*self.writers, *self.protos, *self.unknown}
+
 
 def is_schemaful(spec: TableSpec) -> bool:
     """Whether ``spec`` is decoded here (a registry format, plain Avro, or a Debezium envelope)."""
@@ -349,7 +354,7 @@ def decode_batch(batch: pa.RecordBatch, codec: Codec, readers: Readers | None = 
     failed, tomb, skip, reasons = [], [], [], []
     as_read = []  # rows of plain writers, not conformed (Readers.plain)
     for i, data in enumerate(payloads):
-        row, is_delete, skipped, reason, plain = _decode_record(data, codec, readers)
+        row, is_delete, skipped, reason, plain = decode_record(data, codec, readers)
         rows.append(row)
         failed.append(reason is not None)
         tomb.append(is_delete)
@@ -405,7 +410,7 @@ def unseen_ids(batch: pa.RecordBatch, codec: Codec) -> set[int]:
     """The schema ids in ``batch``'s wire headers that ``codec`` neither has nor knows to be unknown."""
     if not codec.wire:
         return set()
-    known = set(codec.writers) | set(codec.protos) | set(codec.unknown)
+    known = codec.known_ids
     out = set()
     for data in batch.column(codec.source).to_pylist():
         try:
@@ -444,21 +449,12 @@ def _one_by_one(rows: list[Any], struct: pa.DataType, failed: list[bool], reason
 
 def decode_record(
     data: bytes | None, codec: Codec, readers: Readers
-) -> tuple[dict[str, Any] | None, bool, bool, str | None]:
-    """``(row, is_delete, skipped, error reason)`` of one message."""
-    row, is_delete, skipped, reason, plain = _decode_record(data, codec, readers)
-    if plain:
-        try:
-            row = readers.conform(row)
-        except (ValueError, TypeError, ArithmeticError) as exc:
-            return None, False, False, str(exc)
-    return row, is_delete, skipped, reason
-
-
-def _decode_record(
-    data: bytes | None, codec: Codec, readers: Readers
 ) -> tuple[dict[str, Any] | None, bool, bool, str | None, bool]:
-    """:func:`decode_record`, and whether the row is fastavro's as read (:meth:`Readers.plain`), not conformed."""
+    """``(row, is_delete, skipped, error reason, as read)`` of one message.
+
+    ``as read``: the row is fastavro's value, not conformed (:meth:`Readers.plain`); Arrow checks it
+    in :func:`decode_batch`, which conforms it where Arrow refuses the batch.
+    """
     part = codec.part
     if data is None:
         if codec.envelope == "debezium":

@@ -476,7 +476,7 @@ class BatchProcessor:
         if read:
             raw = persist(raw)
         codec = build_codec(kafka_frame(raw), spec, base_dir=self.base_dir, ids=known)
-        self._schema_ids = {*codec.writers, *codec.protos, *codec.unknown}
+        self._schema_ids = codec.known_ids
         return raw, codec, read
 
     def _process_single(
