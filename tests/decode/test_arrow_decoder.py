@@ -10,6 +10,7 @@ batches agree on both paths, and the edges where the parsers could differ are le
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kafka_iceberg.decode.arrow import AUTO_ARROW, Layout, certify_batch, convert_text, uses_arrow
+from kafka_iceberg.decode.arrow import AUTO_ARROW, Layout, certify_batch, convert_text, nested_found, uses_arrow
 from kafka_iceberg.decode.sql import convert
 from kafka_iceberg.spec.load import arrow_decoder_unsupported as unsupported
 from kafka_iceberg.spec.load import load_pipeline, table_problems
@@ -308,6 +309,8 @@ FLATTEN_LAYOUT = Layout(fmt="flatten", source="v", columns=(("id", "long"), ("d"
         (b'{"id":1}{"id":2}', "two documents; Arrow reads two rows"),
         (b'{"id":1,"x":null}', "a key that is no column, even holding null"),
         (b'{"id":1,"id":1}', "a duplicate key"),
+        (b'{"s":{},"s":"x"}', "a duplicate key holding an object"),
+        (b'{"s":"x","s":"y"}', "a duplicate string key"),
         (b'{"s":"\xff"}', "invalid UTF-8, which Arrow's JSON reader passes through"),
         (b'{"s":{"a":1.5}}', "a nested value Jackson prints differently (1.5 is kept, 1.50 would not be)"),
         (b'{"s":{"a":1},"x":2}', "a nested value, and a key that is no column"),
@@ -318,12 +321,63 @@ FLATTEN_LAYOUT = Layout(fmt="flatten", source="v", columns=(("id", "long"), ("d"
         (None, "a tombstone"),
     ],
 )
-def test_edges_where_the_parsers_could_differ_are_left_to_spark(value, why):
+@pytest.mark.parametrize("nested", [(), ("s",)], ids=["looked-for", "found-earlier"])
+def test_edges_where_the_parsers_could_differ_are_left_to_spark(value, why, nested):
+    """Also where ``s`` is read by the expressions from the start, as once an earlier batch held an
+    object in it (``Layout.nested``)."""
     good = b'{"id":7,"d":1.5,"s":"x"}'
     batch = pa.RecordBatch.from_arrays([pa.array([good, value, good], pa.binary())], names=["v"])
-    out = certify_batch(batch, FLATTEN_LAYOUT)
+    out = certify_batch(batch, dataclasses.replace(FLATTEN_LAYOUT, nested=nested))
+    if nested and value == b'{"s":12}':  # read by the expressions: Jackson prints 12 back unchanged
+        assert out.column("_ki_certified").to_pylist() == [True] * 3 and out.column("_ki_a2")[1].as_py() == "12"
+        return
     assert out.column("_ki_certified").to_pylist() == [True, False, True], why
-    assert out.column("_ki_a0").to_pylist() == [7, None, 7]
+    assert out.column("_ki_a0").to_pylist()[:: 1 if not nested else 2] == ([7, None, 7] if not nested else [7, 7])
+
+
+def _flatten_batch(docs: list[Any]) -> pa.RecordBatch:
+    values = [d if isinstance(d, bytes) else json.dumps(d, separators=(",", ":")).encode() for d in docs]
+    return pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], names=["v"])
+
+
+def test_string_columns_found_holding_objects_are_reported_and_read_as_found_in_later_batches():
+    """A batch reports the string columns it found objects or arrays in; a later batch given them
+    (``Layout.nested``) does not look for them again but reads them with the expressions, which
+    take a string as Arrow does, except one with a backslash (Jackson re-escapes it): Spark's."""
+    found = certify_batch(_flatten_batch([{"id": 1, "s": {"a": [1]}}, {"id": 2, "s": "x"}]), FLATTEN_LAYOUT)
+    assert nested_found(found) == ("s",) and found.column("_ki_a2").to_pylist() == ['{"a":[1]}', "x"]
+    assert nested_found(certify_batch(_flatten_batch([{"id": 1, "s": "x"}]), FLATTEN_LAYOUT)) == ()
+
+    later = _flatten_batch([{"id": 2, "s": "x"}, b'{"id":3,"s":"q\\"q"}', {"id": 4, "s": None}, {"id": 5}])
+    learned = certify_batch(later, FLATTEN_LAYOUT.reading_nested({"s", "d", "gone"}))  # only string columns
+    assert nested_found(learned) == ("s",)
+    assert learned.column("_ki_certified").to_pylist() == [True, False, True, True]
+    assert Layout(fmt="json", source="v", columns=(("s", "string"),)).reading_nested({"s"}).nested == ()
+    assert learned.column("_ki_a2").filter(learned.column("_ki_certified")).to_pylist() == ["x", None, None]
+    looked_for = certify_batch(later, FLATTEN_LAYOUT)  # the escaped string is Arrow's when s is parsed
+    assert looked_for.column("_ki_certified").to_pylist() == [True] * 4
+    assert looked_for.column("_ki_a2").to_pylist() == ["x", 'q"q', None, None]
+
+
+def test_a_batch_holding_nested_values_certifies_the_same_whether_its_columns_were_found_earlier():
+    """Generated nested values (every kind, compact or spaced, escaped or not, keys repeated): the
+    same records certified with the same values, whether the batch finds ``ctx`` and ``tags`` or is
+    given them."""
+    rng = random.Random(12)
+    docs: list[Any] = []
+    for i in range(600):
+        doc = {"id": i, "ctx": _nested_value(rng, 1), "tags": [_nested_value(rng, 2)]}
+        separators = (",", ":") if rng.random() < 0.8 else (", ", ": ")
+        text = json.dumps(doc, ensure_ascii=rng.random() < 0.3, separators=separators)
+        if rng.random() < 0.05:  # a key twice
+            text = text[:-1] + f',"{rng.choice(["ctx", "tags"])}":{json.dumps(_nested_value(rng, 1))}}}'
+        docs.append(text.encode())
+    layout = Layout(fmt="flatten", source="v", columns=(("id", "long"), ("ctx", "string"), ("tags", "string")))
+    looked_for = certify_batch(_flatten_batch(docs), layout)
+    given_them = certify_batch(_flatten_batch(docs), dataclasses.replace(layout, nested=("ctx", "tags")))
+    assert nested_found(looked_for) == nested_found(given_them) == ("ctx", "tags")
+    assert looked_for.to_pydict() == given_them.to_pydict()
+    assert 200 < sum(given_them.column("_ki_certified").to_pylist()) < 570
 
 
 def test_csv_edges_are_left_to_spark():

@@ -423,6 +423,39 @@ def test_flatten_with_nested_values_auto_writes_where_parsed_the_rows_sparks_dec
     )
 
 
+@pytest.mark.parametrize("mode", ["append", "upsert"])
+def test_string_columns_found_holding_objects_are_read_as_found_in_the_batches_after(
+    spark, files_catalog, caplog, mode
+):
+    """Issue 20: a flatten string column a batch found an object in is not looked for again in the
+    batches after (decode/arrow.py, ``Layout.nested``): its values are read as nested values are, so a
+    string with a backslash in it (Jackson re-escapes it) is left to Spark's decoder; rows as sent."""
+    from tests.write.conftest import files_table
+
+    source = {"topics": ["t"], "format": "flatten", "decoder": "arrow"}
+    keys = {"commit_mode": "upsert", "key_fields": ["id"]} if mode == "upsert" else {"write": {"engine": "arrow"}}
+    table = spec(f"bp_{uuid.uuid4().hex[:8]}", source=source, schema={"columns": {"id": "long", "note": "string"}},
+                 expectations={}, schema_evolution="strict", **keys)  # fmt: skip
+    processor = BatchProcessor(spark, "unit", table, files_catalog)
+    batches = [  # the first creates the table: what the batch after knows of it changes, not what was found
+        [b'{"id":1,"note":{"a":[1]}}', b'{"id":2,"note":"plain"}'],
+        [b'{"id":3,"note":"q\\"q"}', b'{"id":4,"note":"x"}'],
+    ]
+    caplog.set_level("INFO", logger="kafka_iceberg")
+    offset = 0
+    for batch_id, values in enumerate(batches):
+        messages = [Msg(None, v, offset=offset + i) for i, v in enumerate(values)]
+        offset += len(messages)
+        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
+        processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+    logged = [r.getMessage().split(": ", 1)[1] for r in caplog.records if " where parsed, " in r.getMessage()]
+    done = "written" if mode == "append" else "parsed for the MERGE"
+    assert logged == [f"{n} records {done} where parsed, {left} left to Spark" for n, left in [(2, 0), (1, 1)]]
+    rows = files_table(processor.writer).scan().to_arrow().sort_by("id").select(["id", "note"]).to_pylist()
+    assert rows == [{"id": 1, "note": '{"a":[1]}'}, {"id": 2, "note": "plain"}, {"id": 3, "note": 'q"q'},
+                    {"id": 4, "note": "x"}]  # fmt: skip
+
+
 def test_csv_numbers_and_timestamps_are_written_where_parsed_with_the_rows_sparks_decoder_writes(
     spark, files_catalog, caplog
 ):

@@ -37,9 +37,10 @@ What is certified (everything else takes the Spark path):
 from __future__ import annotations
 
 import functools
+import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, outcome_of, payload_part
@@ -108,6 +109,9 @@ class Layout:
     quote: str = '"'
     null_value: str = ""
     required: tuple[str, ...] = ()  # columns a JSON Schema requires (their absence is a decode error)
+    # flatten ``string`` columns earlier batches held an object or array in (:func:`nested_found`):
+    # read by the expressions from the start, so each batch looks for new ones only
+    nested: tuple[str, ...] = ()
 
     def spark_type(self, col_type: str) -> str:
         """The Spark SQL type of the column Arrow hands back for ``col_type``."""
@@ -120,6 +124,11 @@ class Layout:
         if self.fmt == "csv" or col_type not in NATIVE_JSON_TYPES:
             return pa.string()
         return _native_arrow_type(col_type)
+
+    def reading_nested(self, names: Collection[str]) -> Layout:
+        """The layout reading those of ``names`` that are its flatten ``string`` columns as nested from the start."""
+        nested = tuple(name for name, t in self.columns if t == "string" and name in names and self.fmt == "flatten")
+        return self if nested == self.nested else replace(self, nested=nested)
 
     def converted_where_parsed(self, col_type: str) -> bool:
         """Whether the Arrow writer converts a ``col_type`` column from its text (:func:`convert_text`)."""
@@ -278,7 +287,16 @@ def certify_batch(batch: pa.RecordBatch, layout: Layout) -> pa.RecordBatch:
     out = [*batch.columns, pa.array(ok).take(index).fill_null(False)]
     out += [pa.concat_arrays([pa.nulls(0, t), *parts]).take(index) for t, parts in zip(types, columns, strict=True)]
     names = [*batch.schema.names, OK, *[f"_ki_a{i}" for i in range(len(layout.columns))]]
-    return pa.RecordBatch.from_arrays(out, names=names)
+    return pa.RecordBatch.from_arrays(out, names=names, metadata={_NESTED_KEY: json.dumps(nested)})
+
+
+_NESTED_KEY = "kafka_iceberg.nested"
+
+
+def nested_found(certified: pa.RecordBatch) -> tuple[str, ...]:
+    """The flatten ``string`` columns :func:`certify_batch` read by the expressions (for ``Layout.nested``)."""
+    metadata = certified.schema.metadata or {}
+    return tuple(json.loads(metadata.get(_NESTED_KEY.encode(), b"[]")))
 
 
 def _arrow_name(layout: Layout, i: int, name: str) -> str:
@@ -354,20 +372,25 @@ _VALUE = f"(?:{_STRING}|{_SCALAR}|{_nested(_NESTING)})"
 
 
 def _nested_columns(candidates: pa.Array, layout: Layout) -> tuple[str, ...]:
-    """The flatten ``string`` columns some candidate holds an object or array in."""
+    """The flatten ``string`` columns a candidate or an earlier batch (``layout.nested``) holds an object or array in.
+
+    Looking costs a regular expression pass or two per column found (half the time of the whole
+    certification on the benchmark's documents), so the columns earlier batches found are not
+    looked for again: they stay read by :func:`_nested_values`, which reads strings as well.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if layout.fmt != "flatten" or not all(_PLAIN_KEY.fullmatch(name) for name, _ in layout.columns):
         return ()
-    names = [name for name, t in layout.columns if t == "string"]
+    names = [name for name, t in layout.columns if t == "string" and name not in layout.nested]
 
     def holding(keys: list[str], values: pa.Array) -> pa.Array:
         alternatives = "|".join(re.escape(k) for k in keys)
         held = pc.match_substring_regex(values, f'"(?:{alternatives})"{_WS}:{_WS}[\\[{{]')
         return values.filter(held.fill_null(False))
 
-    found: list[str] = []
+    found: list[str] = list(layout.nested)
     some = holding(names, candidates) if names else candidates[:0]
     while len(some):  # one pass per column found: the first such key of each record names one
         first = pc.extract_regex(some, f'"(?P<k>{"|".join(re.escape(k) for k in names)})"{_WS}:{_WS}[\\[{{]')
@@ -391,6 +414,7 @@ def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]
     (checked): every other place a nested value could be fails Arrow's parse (a typed column) or
     the top-level check (an unknown key), and no string can hold ``"key":`` unescaped.
     """
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -399,10 +423,13 @@ def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]
     fits = pc.match_substring_regex(candidates, f"^\\{{{_WS}(?:{pair}{_WS}(?:,{_WS}{pair}{_WS})*)?\\}}$")
     fits = fits.fill_null(False).to_numpy(zero_copy_only=False).copy()
     any_key = f'"(?:{"|".join(re.escape(name) for name in nested)})"{_WS}:'
+    # Each nested key at most once: as many keys as values found, counted in one pass for all of them
+    # (a key whose value the expression does not read is counted but not found).
+    keys_seen = pc.count_substring_regex(candidates, any_key).to_numpy(zero_copy_only=False)
+    values_found = np.zeros(len(candidates), dtype=np.int64)
     texts: dict[str, pa.Array] = {}
     for name in nested:
         key = f'"{re.escape(name)}"{_WS}:'
-        count = pc.count_substring_regex(candidates, key).to_numpy(zero_copy_only=False)
         value = pc.struct_field(pc.extract_regex(candidates, f"{key}{_WS}(?P<v>{_VALUE})"), [0])
         value = value.cast(pa.string())  # candidates are valid UTF-8
         escaped = pc.or_(pc.match_substring_regex(value, _ESCAPED_BY_JACKSON), pc.match_substring_regex(value, any_key))
@@ -417,10 +444,12 @@ def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]
                 pc.or_(quoted, pc.or_(pc.equal(value, "null"), pc.match_substring_regex(value, _JACKSON_SCALAR))),
             ),
         )
-        exact = exact.fill_null(False).to_numpy(zero_copy_only=False)
-        fits &= (count == 0) | ((count == 1) & exact)
+        found = value.is_valid().to_numpy(zero_copy_only=False)
+        values_found += found
+        fits &= ~found | exact.fill_null(False).to_numpy(zero_copy_only=False)
         text = pc.if_else(quoted, pc.utf8_slice_codeunits(value, 1, -1), value)
         texts[name] = pc.if_else(pc.equal(value, "null"), pa.scalar(None, pa.string()), text)
+    fits &= keys_seen == values_found
     return fits, texts
 
 

@@ -157,6 +157,9 @@ class BatchProcessor:
     _rules: dict[Key, list[Rule | None]] = field(default_factory=dict, init=False)  # by the rows' columns
     _spark_batches: int = field(default=0, init=False)  # batches ``decoder: auto`` gives Spark's decoder next
     _schema_ids: set[int] | None = field(default=None, init=False)  # registry ids known (_decode_where_written)
+    # flatten string columns a batch found objects or arrays in: later batches do not look for them
+    # again (``Layout.nested``), whatever the table schema
+    _nested: set[str] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
@@ -411,9 +414,10 @@ class BatchProcessor:
         needed = {name.lower() for name in [*_not_null(table_schema), *self.spec.key_fields]}
         required = [name for name in shape.schema.names if name.lower() in needed]
         parsed = rows_where_parsed(
-            kafka_frame(raw), self.spec, shape.layout, shape.schema,
+            kafka_frame(raw), self.spec, shape.layout.reading_nested(self._nested), shape.schema,
             pt=pt_value(self.spec.partition_window, flush_time), rules=shape.rules, required=required, persist=persist,
         )  # fmt: skip
+        self._nested |= parsed.nested
         if decoder == "auto" and parsed.left_count > parsed.stats["in"]:
             self._spark_batches = AUTO_ARROW_BACKOFF  # mostly Spark's to decode: its decoder alone costs less
         return parsed
@@ -611,8 +615,9 @@ class BatchProcessor:
         """Certified records written by the tasks that parse them; the others through Spark's decoder."""
         pt = pt_value(self.spec.partition_window, flush_time)
         parsed = self.writer.write_where_parsed(
-            kafka_frame(raw), shape.layout, pt=pt, rules=shape.rules, persist=persist
+            kafka_frame(raw), shape.layout.reading_nested(self._nested), pt=pt, rules=shape.rules, persist=persist
         )
+        self._nested |= parsed.nested
         if parsed.left is None:
             return SortedBatch(parsed.files, [], [], parsed.stats)
         if self.spec.source.decoder == "auto":

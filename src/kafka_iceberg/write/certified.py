@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.checks.arrow_rules import Rule, holds
-from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text
+from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
 from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.decode.schemaful import Codec, Readers, decoded_fields, unseen_ids
 from kafka_iceberg.records import TOMBSTONE_COLUMN
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 _LEFT = "left"  # a record the task did not certify, in the Kafka shape, for Spark's decoder
 _UNSEEN = "unseen"  # in a task's counts: schema ids its codec did not know
+_NESTED = "nested"  # in a task's counts: flatten string columns it found an object or array in
 _KAFKA_SHAPE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
 _UTC_ZONES = frozenset({"UTC", "ETC/UTC", "GMT", "Z", "+00:00"})
 
@@ -157,6 +158,7 @@ class _Certified:
     certified: pa.RecordBatch  # those records as parsed (their Kafka columns give their offsets)
     left: pa.RecordBatch | None  # the records left to Spark, as they came; None when there are none
     warned: list[int]  # violations of each rule among the certified records (only warn rules have any)
+    nested: tuple[str, ...] = ()  # flatten string columns read by expressions (decode.arrow.nested_found)
 
 
 def _parsed(
@@ -207,6 +209,7 @@ def _certify(
         ok, certified, columns, present = _decoded(batch, parser, readers, part, names)
     else:
         ok, certified, columns, present = _parsed(batch, parser, part, names)
+    nested = nested_found(certified) if isinstance(parser, Layout) else ()
     for name in required:  # a missing required value is Spark's to explain
         if name in columns:
             present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
@@ -222,17 +225,21 @@ def _certify(
         columns = {name: column.filter(keep) for name, column in columns.items()}
     warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
     left = None if ok.all() else batch.filter(pa.array(~ok))
-    return _Certified(columns, certified, left, warned)
+    return _Certified(columns, certified, left, warned, nested)
 
 
 def _stats(
-    certified: int, violations: list[int], offsets: list[Any], left: int, unseen: set[int] | None = None
+    certified: int, violations: list[int], offsets: list[Any], left: int, *, unseen: set[int], nested: set[str]
 ) -> dict[str, Any]:
-    """A task's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`' shape, plus ``left`` and ``unseen``)."""
+    """A task's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`' shape), plus what the driver learns.
+
+    ``left``: how many records were left to Spark; ``unseen``: schema ids the codec did not know;
+    ``nested``: flatten string columns found holding objects or arrays.
+    """
     stats = {"in": certified, "decoded": certified, "violations": violations, "quarantined": 0}
     stats["first"] = [None] * len(violations)  # a record violating a fail rule is left to Spark
     stats |= {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: left}
-    return stats | {_UNSEEN: sorted(unseen or ())}
+    return stats | {_UNSEEN: sorted(unseen), _NESTED: sorted(nested)}
 
 
 def write_parsed(
@@ -256,6 +263,7 @@ def write_parsed(
     tables, left, offsets = [], [], []
     violations = [0] * len(part.rules)
     unseen: set[int] = set()  # schema ids the driver did not know of: their records are left to Spark
+    nested: set[str] = set()
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -263,6 +271,7 @@ def write_parsed(
         violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
         tables.append(pa.table(done.columns))
         offsets.append(arrow_offsets(done.certified))
+        nested.update(done.nested)
         if done.left is not None:
             left.append(done.left)
             if isinstance(parser, Codec):
@@ -275,7 +284,7 @@ def write_parsed(
             {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
             for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
         ]
-    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left), unseen)
+    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left), unseen=unseen, nested=nested)
     out.append({"kind": "stats", "stats": json.dumps(stats)})
     yield pa.RecordBatch.from_pylist(out, schema=schema)
     for batch in left:
@@ -305,6 +314,7 @@ def rows_parsed(
     left: list[pa.RecordBatch] = []
     certified, offsets = 0, []
     violations = [0] * len(part.rules)
+    nested: set[str] = set()
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -312,12 +322,13 @@ def rows_parsed(
         violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
         certified += done.certified.num_rows
         offsets.append(arrow_offsets(done.certified))
+        nested.update(done.nested)
         if done.left is not None:
             left.append(done.left)
         if done.certified.num_rows:
             rows = dict(zip(names, (done.columns[c] for c in columns), strict=True))
             yield _kind_rows("row", done.certified.num_rows, schema, rows)
-    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left))
+    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left), unseen=set(), nested=nested)
     yield pa.RecordBatch.from_pylist([{"kind": "stats", "stats": json.dumps(stats)}], schema=schema)
     for batch in left:
         yield _left_rows(batch, schema)
@@ -363,6 +374,7 @@ class ParsedBatch:
     stats: dict[str, Any]  # checks.labels.merged_stats of the certified records written (warn violations counted)
     left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
     unseen: frozenset[int] = frozenset()  # schema ids the codec did not know (their records are in ``left``)
+    nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
 
 
 def write_where_parsed(
@@ -386,7 +398,7 @@ def write_where_parsed(
     out = persist(frame.mapInArrow(task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, _ = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
-    return ParsedBatch(written_files(head), stats, rest, frozenset(stats.pop(_UNSEEN)))
+    return ParsedBatch(written_files(head), stats, rest, frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED)))
 
 
 @dataclass(frozen=True)
@@ -397,6 +409,7 @@ class ParsedRows:
     stats: dict[str, Any]  # as ParsedBatch's
     left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
     left_count: int  # how many
+    nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
 
 
 def rows_where_parsed(
@@ -437,7 +450,7 @@ def rows_where_parsed(
     rows = out.where("kind = 'row'").select(
         *[F.col(_row(i)).alias(f.name) for i, f in enumerate(columns)], F.lit(False).alias(TOMBSTONE_COLUMN)
     )
-    return ParsedRows(rows, stats, rest, left)
+    return ParsedRows(rows, stats, rest, left, frozenset(stats.pop(_NESTED)))
 
 
 def _part(frame: DataFrame, spec: TableSpec, pt: str | None, rules: list[Rule]) -> Part:
@@ -460,7 +473,8 @@ def _counts(
     parts = [json.loads(r["stats"]) for r in stats_rows]
     left = sum(int(p.pop(_LEFT)) for p in parts)
     unseen = {i for p in parts for i in p.pop(_UNSEEN)}
+    nested = {name for p in parts for name in p.pop(_NESTED)}
     rest = out.where(f"kind = '{_LEFT}'").select(*_KAFKA_SHAPE) if left else None
-    stats = merged_stats(parts, rules) | {_UNSEEN: sorted(unseen)}
+    stats = merged_stats(parts, rules) | {_UNSEEN: sorted(unseen), _NESTED: sorted(nested)}
     log.info("table %s: %d records %s where parsed, %d left to Spark", spec.identifier, stats["in"], done, left)
     return stats, rest, left
