@@ -486,10 +486,36 @@ def test_timestamp_and_date_text_is_null_kept_and_impossible_dates_refused_not_m
     values, keep = convert_text(texts, "date", zoneless_utc=True)
     assert keep.tolist() == [False, True, True, False, False]
     assert values.cast(pa.string()).to_pylist() == [None, "2024-02-29", None, None, None]
-    stamps = pa.array(["2024-01-01T23:59:60Z", "2024-01-01T10:00:00+05:30", None], pa.string())
+    stamps = pa.array(["2024-01-01T23:59:60Z", "2024-01-01T10:00:00+05:30", None, "2024-01-01 12:30:60"], pa.string())
     values, keep = convert_text(stamps, "timestamp", zoneless_utc=True)
-    assert keep.tolist() == [False, True, True]
+    assert keep.tolist() == [False, True, True, False]  # strptime moves a 60th second to the next minute
     assert values.cast(pa.int64()).to_pylist()[1] == 1704083400 * 1_000_000  # 2024-01-01T04:30:00Z
+
+
+def test_a_moved_date_or_time_is_found_as_printing_it_back_finds_it():
+    """convert_text compares the day and second parsed with those written where it once printed each
+    value back (``strftime``) and compared the text: the same verdict on every month, day, hour,
+    minute and second around the edges, in leap and common years."""
+    import itertools
+
+    import pyarrow.compute as pc
+
+    days = [f"{y}-{m:02d}-{d:02d}" for y, m, d in itertools.product((1900, 2000, 2023, 2024), range(14), range(33))]
+    clocks = [
+        f"{h}:{m}:{s}" for h, m, s in itertools.product(("00", "23", "24"), ("59", "60"), ("00", "59", "60", "61"))
+    ]
+    for col_type, texts, fmt in (
+        ("date", days, "%Y-%m-%d"),
+        ("timestamp", [f"{d} {c}" for d in days for c in clocks], "%Y-%m-%d %H:%M:%S"),
+    ):
+        text = pa.array(texts, pa.string())
+        parsed = pc.strptime(text, format=fmt, unit="s", error_is_null=True)
+        printed_back = pc.equal(pc.strftime(parsed, format=fmt), text).fill_null(False).to_numpy(zero_copy_only=False)
+        _, keep = convert_text(text, col_type, zoneless_utc=True)
+        assert (keep == printed_back).all(), [t for t, k, b in zip(texts, keep, printed_back, strict=True) if k != b][
+            :5
+        ]
+        assert 0 < printed_back.sum() < len(texts)
 
 
 # -- which decoder a table gets ---------------------------------------------------------------------
