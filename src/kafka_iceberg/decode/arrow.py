@@ -127,7 +127,9 @@ class Layout:
 
     def reading_nested(self, names: Collection[str]) -> Layout:
         """The layout reading those of ``names`` that are its flatten ``string`` columns as nested from the start."""
-        nested = tuple(name for name, t in self.columns if t == "string" and name in names and self.fmt == "flatten")
+        if self.fmt != "flatten":
+            return self
+        nested = tuple(name for name, t in self.columns if t == "string" and name in names)
         return self if nested == self.nested else replace(self, nested=nested)
 
     def converted_where_parsed(self, col_type: str) -> bool:
@@ -135,18 +137,20 @@ class Layout:
         return col_type in TEXT_CONVERTED or (self.fmt == "csv" and col_type in CSV_CONVERTED)
 
 
-def _same_day(seconds: pa.Array, text: pa.Array) -> pa.Array:
-    """Whether strptime kept the day of canonical ``text`` (``yyyy-MM-dd...``; null where not canonical).
+def _not_moved(parsed: pa.Array, text: pa.Array, *, second: bool) -> pa.Array:
+    """Whether strptime kept the day (and with ``second`` the second) of canonical ``text``; null where ``text`` is.
 
-    strptime rolls a day past its month's end into the next month (``02-30`` → ``03-01``) and a
-    60th or 61st second into the next minute, and refuses other fields out of range (null). So the
-    day parsed against the day written, and for a timestamp the second too, finds every value
-    moved: the verdict of printing the value back and comparing the text (the same on 847,158
-    generated timestamp texts), at a third to a seventh of the cost.
+    ``text`` is ``yyyy-MM-dd``, or ``yyyy-MM-dd HH:mm:ss`` with ``second``. strptime rolls a day
+    past its month's end into the next month (``02-30`` → ``03-01``) and a 60th or 61st second
+    into the next minute, and refuses other fields out of range (null). So the day and second
+    parsed against those written find every value moved: the verdict of printing the value back
+    and comparing the text (the same on 847,158 generated timestamp texts), at a third to a
+    seventh of the cost.
     """
     import pyarrow.compute as pc
 
-    return pc.equal(pc.day(seconds), _number_at(text, 8))
+    same = pc.equal(pc.day(parsed), _number_at(text, 8))
+    return pc.and_(same, pc.equal(pc.second(parsed), _number_at(text, 17))) if second else same
 
 
 def _number_at(text: pa.Array, start: int) -> pa.Array:
@@ -689,7 +693,7 @@ def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[
     Only canonical ISO 8601 text is converted: a date ``yyyy-MM-dd``; a timestamp ``yyyy-MM-dd``,
     ``T`` or a space, ``HH:mm:ss``, up to six fraction digits, then ``Z``, ``+HH:mm`` or nothing
     (read as UTC: only when ``zoneless_utc``, the session time zone Spark would read it in).
-    Each is parsed and checked not moved (:func:`_same_day`), so a date or time that does not exist (``02-30``,
+    Each is parsed and checked not moved (:func:`_not_moved`), so a date or time that does not exist (``02-30``,
     ``23:59:60``), which the parser would roll over, is refused rather than moved. Spark's
     conversion (``decode/sql.py``, ``convert``) reads every text converted here to the same value
     (``tests/decode/test_arrow_decoder.py`` compares them); every other text is not kept (numpy
@@ -702,7 +706,7 @@ def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[
     if col_type == "date":
         canonical = pc.match_substring_regex(text, _DATE_TEXT)
         seconds = pc.strptime(text, format="%Y-%m-%d", unit="s", error_is_null=True)
-        exact = pc.and_(canonical, _same_day(seconds, pc.if_else(canonical, text, None)))
+        exact = pc.and_(canonical, _not_moved(seconds, pc.if_else(canonical, text, None), second=False))
         values = seconds.cast(pa.date32())
     elif col_type in _NUMBER_TEXT:  # csv: canonical numbers, which any correctly rounded parser reads alike
         exact = pc.match_substring_regex(text, _NUMBER_TEXT[col_type])
@@ -716,7 +720,7 @@ def convert_text(text: pa.Array, col_type: str, *, zoneless_utc: bool) -> tuple[
         parts = pc.extract_regex(text, _TIMESTAMP_TEXT)
         day_time = pc.binary_join_element_wise(pc.struct_field(parts, "day"), pc.struct_field(parts, "time"), " ")
         seconds = pc.strptime(day_time, format="%Y-%m-%d %H:%M:%S", unit="s", error_is_null=True)
-        exact = pc.and_(_same_day(seconds, day_time), pc.equal(pc.second(seconds), _number_at(day_time, 17)))
+        exact = _not_moved(seconds, day_time, second=True)
         fraction = pc.utf8_rpad(pc.utf8_slice_codeunits(pc.struct_field(parts, "fraction"), 1), width=6, padding="0")
         zone = pc.struct_field(parts, "zone")
         if not zoneless_utc:
