@@ -340,6 +340,19 @@ def _flatten_batch(docs: list[Any]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], names=["v"])
 
 
+@pytest.mark.parametrize("nested", [(), ("a", "b")], ids=["looked-for", "found-earlier"])
+def test_a_nested_value_holding_another_nested_columns_key_is_left_to_spark(nested):
+    """``b`` is read where its key is first found: in ``{"a":{"b":[1]}}`` that is inside ``a``'s
+    value, and the keys' count agrees (one ``a``, one ``b``), so only the check that no nested value
+    holds a nested key keeps ``[1]`` out of ``b``."""
+    layout = Layout(
+        fmt="flatten", source="v", columns=(("id", "long"), ("a", "string"), ("b", "string")), nested=nested
+    )
+    out = certify_batch(_flatten_batch([{"id": 1, "a": [2], "b": {"c": 3}}, {"id": 2, "a": {"b": [1]}}]), layout)
+    assert out.column("_ki_certified").to_pylist() == [True, False]
+    assert out.column("_ki_a1")[0].as_py() == "[2]" and out.column("_ki_a2")[0].as_py() == '{"c":3}'
+
+
 def test_string_columns_found_holding_objects_are_reported_and_read_as_found_in_later_batches():
     """A batch reports the string columns it found objects or arrays in; a later batch given them
     (``Layout.nested``) does not look for them again but reads them with the expressions, which
@@ -387,6 +400,79 @@ def test_csv_edges_are_left_to_spark():
     out = certify_batch(batch, layout)
     assert out.column("_ki_certified").to_pylist() == [True, True] + [False] * 8
     assert out.column("_ki_a0").to_pylist()[:2] == ["x", "x"]
+
+
+def _pre_checks_in_python(values: list[bytes | None], layout: Layout) -> list[bool]:
+    """The pre-checks as the module docstring states them, one payload at a time in plain Python."""
+    import re
+
+    def json_candidate(v: bytes) -> bool:
+        numbers = max((len(run) for run in re.findall(rb"[-+.eE0-9]+", v)), default=0)
+        deep = v.count(b"[") + v.count(b"{") >= 1000
+        return (
+            v.startswith(b"{")
+            and v.endswith(b"}")
+            and not re.search(rb"[\x00-\x08\x0a-\x1f]|NaN|Infinity", v)
+            and not (len(v) >= 1000 and (numbers >= 1000 or deep))
+        )
+
+    def csv_candidate(v: bytes) -> bool:
+        d, q = re.escape(layout.delimiter.encode()), re.escape(layout.quote.encode())
+        field = rb"(?:[^%b%b]*|%b(?:[^%b]|%b%b)*%b)" % (q, d, q, q, q, q, q)
+        control = any(c < 0x20 and chr(c) != layout.delimiter for c in v)
+        well_formed = re.fullmatch(rb"%b(?:%b%b)*" % (field, d, field), v) and not re.search(
+            rb"(?:^|%b)%b%b(?:%b|$)" % (d, q, q, d), v
+        )
+        return (
+            not control and not v.startswith(b"\xef\xbb\xbf") and (layout.quote.encode() not in v or bool(well_formed))
+        )
+
+    candidate = csv_candidate if layout.fmt == "csv" else json_candidate
+    return [v is not None and 0 < len(v) <= 1 << 20 and candidate(v) for v in values]
+
+
+def test_the_pre_checks_read_from_the_bytes_keep_what_they_keep_written_out_per_payload():
+    """``_candidates`` reads the bytes with numpy and samples for runs of number characters; on
+    generated payloads crowded with what the checks look for (runs of digits and brackets either
+    side of 1000, NaN, Infinity, control characters, quotes, a BOM), as binary and large_binary,
+    whole and sliced, it keeps exactly what the checks written out per payload keep."""
+    import numpy as np
+
+    from kafka_iceberg.decode.arrow import _candidates
+
+    rng = random.Random(49)
+    pieces = [b"{", b"}", b"[", b"1", b"-", b".", b"e", b"N", b"a", b"NaN", b"Infinity", b"Inf", b"\t", b"\n"]
+    pieces += [b"\x01", b"\x1f", b'"', b"'", b",", b"x", b"\xef\xbb\xbf", b"\xff", b" "]
+
+    def payload() -> bytes | None:
+        if rng.random() < 0.1:
+            return rng.choice([None, b""])
+        parts, size = [b"{"] if rng.random() < 0.7 else [], rng.choice([5, 60, 999, 1000, 1300, 2600])
+        while sum(map(len, parts)) < size:
+            roll = rng.random()
+            if roll < 0.1:
+                parts.append(b"7" * rng.choice([499, 500, 999, 1000, 1500]))
+            elif roll < 0.15:
+                parts.append(rng.choice([b"[", b"{"]) * rng.choice([500, 999, 1000]))
+            else:
+                parts.append(rng.choice(pieces) * rng.randrange(1, 4))
+        return b"".join(parts + ([b"}"] if rng.random() < 0.7 else []))
+
+    layouts = [Layout(fmt="json", source="v"), Layout(fmt="flatten", source="v"), Layout(fmt="csv", source="v")]
+    layouts.append(Layout(fmt="csv", source="v", delimiter="\t", quote="'"))
+    kept = 0
+    for _ in range(30):
+        values = [payload() for _ in range(rng.randrange(1, 200))]
+        for arrow_type in (pa.binary(), pa.large_binary()):
+            whole = pa.array(values, arrow_type)
+            start = rng.randrange(len(values))
+            for array in (whole, whole.slice(start, rng.randrange(len(values) - start + 1))):
+                for layout in layouts:
+                    got = _candidates(array, layout)
+                    assert isinstance(got, np.ndarray) and len(got) == len(array)
+                    assert got.tolist() == _pre_checks_in_python(array.to_pylist(), layout), layout
+                    kept += int(got.sum())
+    assert kept > 500  # the comparison is not between two empty answers
 
 
 # -- timestamps and dates the Arrow writer converts from text -------------------------------------
