@@ -90,7 +90,6 @@ MAX_BYTES = 1 << 20
 # Column types Arrow's JSON reader converts exactly as the Spark decoder does; the rest are
 # read as JSON strings and converted by Spark.
 NATIVE_JSON_TYPES = ("long", "int", "double", "boolean", "string")
-_JSON_SUSPECT = r"[\x00-\x08\x0a-\x1f]|NaN|Infinity"
 _JACKSON_LIMIT = 1000  # Spark 3.5's Jackson refuses longer numbers and deeper nesting
 _MAX_FAILURES = 8  # failed parses per batch (plus one per 100 records) before the rest goes to Spark
 # JSON read block: what a parse failure costs again. At the benchmark's 0.25 % unparsable records
@@ -410,12 +409,10 @@ def _bytes_of(payload: pa.Array) -> tuple[Any, Any]:
 
     large = pa.types.is_large_binary(payload.type) or pa.types.is_large_string(payload.type)
     _validity, offsets, data = payload.buffers()
-    starts = np.frombuffer(offsets, dtype=np.int64 if large else np.int32)[
-        payload.offset : payload.offset + len(payload) + 1
-    ]
-    if data is None:
-        return starts - starts[0], np.zeros(0, dtype=np.uint8)
-    return (starts - starts[0]).astype(np.int64), np.frombuffer(data, dtype=np.uint8)[starts[0] : starts[-1]]
+    window = slice(payload.offset, payload.offset + len(payload) + 1)
+    starts = np.frombuffer(offsets, dtype=np.int64 if large else np.int32)[window].astype(np.int64)
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+    return starts - starts[0], raw[starts[0] : starts[-1]]
 
 
 def _records_at(starts: Any, positions: Any) -> Any:
