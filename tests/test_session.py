@@ -25,6 +25,7 @@ def test_get_spark_reuses_the_active_session(spark):
 
 
 HUGE_METHOD_LIMIT = "spark.sql.codegen.hugeMethodLimit"
+CACHED_PLANS = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
 
 
 @pytest.fixture
@@ -42,10 +43,12 @@ def without_run_defaults(spark):
 
 def test_a_run_gives_its_session_the_defaults_it_has_no_value_for(without_run_defaults):
     spark = without_run_defaults
-    assert apply_run_defaults(spark) == {HUGE_METHOD_LIMIT: "8000"}
+    assert apply_run_defaults(spark) == {HUGE_METHOD_LIMIT: "8000", CACHED_PLANS: "false"}
     assert spark.conf.get(HUGE_METHOD_LIMIT) == "8000"
+    assert spark.conf.get(CACHED_PLANS) == "false"
+    spark.conf.unset(CACHED_PLANS)
     spark.conf.set(HUGE_METHOD_LIMIT, "20000")  # the environment's spark_conf, or the cluster's
-    assert apply_run_defaults(spark) == {}
+    assert apply_run_defaults(spark) == {CACHED_PLANS: "false"}
     assert spark.conf.get(HUGE_METHOD_LIMIT) == "20000"
 
 

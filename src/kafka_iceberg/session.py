@@ -62,6 +62,11 @@ RUN_DEFAULTS: dict[str, str] = {
     # 20-column upsert table (its tombstone key fields add a few columns) crossed 8,000: its decode
     # took 2x the append table's. Over the limit, Spark runs the operators one by one, each compiled.
     "spark.sql.codegen.hugeMethodLimit": "8000",
+    # Spark 3.5 plans a job over a cached frame adaptively, the cache as a query stage, and once the
+    # stage is read optimizes the rest of the plan again: for the flatten decode of the records the
+    # Arrow decoder left to Spark, 0.25-0.4 s a batch whatever their number. The frames cached here
+    # are read again as they are, never repartitioned, so AQE has nothing to change there.
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
 }
 
 # A stale or foreign archive is ignored by the JVM; these keep it from saying so on every start.

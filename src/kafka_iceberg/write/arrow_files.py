@@ -275,6 +275,19 @@ def write_frame(rows: DataFrame, target: FileTarget) -> list[WrittenFile]:
     return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["partition"])) for r in written]
 
 
+def driver_files(data: pa.Table, table: StructType, target: FileTarget) -> list[WrittenFile]:
+    """``data``, rows already on the driver, written as data files by the driver itself: no Spark job.
+
+    Its columns are taken by name in the table's order; a column of the table it lacks is null.
+    """
+    import pyarrow as pa
+
+    names = [f.name for f in table.fields]
+    columns = [data.column(n) if n in data.column_names else pa.nulls(data.num_rows) for n in names]
+    files = data_files(pa.table(columns, names=names), target)
+    return [WrittenFile(str(f["path"]), int(f["size"]), int(f["records"]), str(f["partition"])) for f in files]
+
+
 def sorted_schema() -> tuple[StructType, pa.Schema]:
     """SORTED_SCHEMA in Spark's and in Arrow's terms: a single-pass task's output."""
     from pyspark.sql.pandas.types import to_arrow_schema

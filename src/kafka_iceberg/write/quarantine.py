@@ -18,6 +18,8 @@ from kafka_iceberg.write.writer import TableWriter
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
 
+    from kafka_iceberg.write.arrow_files import WrittenFile
+
 QUARANTINE_STREAM = "quarantine"
 
 
@@ -46,7 +48,7 @@ class QuarantineTable:
                 "commit_mode": "append",
                 "schema_evolution": "add_columns",
                 "maintenance": self.spec.maintenance.model_dump(),
-                # A batch's few bad records: Spark's writer, with nothing to gain from the Arrow one's pass.
+                # A frame of quarantined rows is written by Spark; rows on the driver are written there (_append_rows).
                 "write": {"engine": "spark"},
             }
         )
@@ -89,6 +91,8 @@ class QuarantineTable:
             frame.unpersist()
 
     def _append_rows(self, writer: TableWriter, last: CommitMarker | None, errors: list[Row], batch_id: int) -> int:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import (
             LongType,
             StringType,
@@ -114,10 +118,24 @@ class QuarantineTable:
         schema = StructType([*error_fields.fields, *(StructField(n, t, nullable=False) for n, t in extra)])
         now = dt.datetime.now(dt.timezone.utc)
         values = [(*(r[c] for c in ERROR_COLUMNS), self.pipeline, self.spec.identifier, batch_id, now) for r in rows]
-        self._commit(writer, last, self.spark.createDataFrame(values, schema), seen)
+        # A batch's few quarantined rows are written here, with pyarrow, and committed through the
+        # Java API: a Spark job for them cost 0.4-0.5 s a batch (benchmarks/fixes.md, stop 50).
+        data = pa.Table.from_pylist([dict(zip(schema.names, v, strict=True)) for v in values],
+                                    schema=to_arrow_schema(schema))  # fmt: skip
+        plan = writer.plan(schema)
+        if plan.changes:
+            writer.apply(plan)
+        self._commit(writer, last, None, seen, written=writer.write_driver_rows(data))
         return len(rows)
 
-    def _commit(self, writer: TableWriter, last: CommitMarker | None, frame: DataFrame, seen: Offsets) -> None:
+    def _commit(
+        self,
+        writer: TableWriter,
+        last: CommitMarker | None,
+        frame: DataFrame | None,
+        seen: Offsets,
+        written: list[WrittenFile] | None = None,
+    ) -> None:
         offsets = merge_offsets(last.offsets if last else None, seen)
         marker = CommitMarker(stream=QUARANTINE_STREAM, batch_id=(last.batch_id + 1) if last else 0, offsets=offsets)
-        writer.commit(frame, marker)  # creates or evolves the table first when the rows need it
+        writer.commit(frame, marker, written=written)  # a frame: creates or evolves the table first when it needs it

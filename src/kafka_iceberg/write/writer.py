@@ -26,6 +26,7 @@ from kafka_iceberg.write.arrow_files import (
     SortedBatch,
     WrittenFile,
     append_files,
+    driver_files,
     file_target,
     replace_partitions,
     sort_and_write,
@@ -57,6 +58,7 @@ from kafka_iceberg.write.properties import (
 from kafka_iceberg.write.schema import quote
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -418,6 +420,15 @@ class TableWriter:
         table = self._table()
         target = self._target(table)
         return write_where_parsed(frame, self.spec, parser, target, pt=pt, rules=rules, persist=persist)
+
+    def write_driver_rows(self, data: pa.Table) -> list[WrittenFile]:
+        """``data``, rows on the driver, written as data files of the table by this process (not committed).
+
+        For a few rows a Spark job costs more than the write: no job runs. The table must fit
+        them (:meth:`plan`, :meth:`apply`); columns it has and ``data`` lacks are null.
+        """
+        table = self._table()
+        return driver_files(data, table.schema(), self._target(table))
 
     def write_rows(self, rows: DataFrame) -> list[WrittenFile]:
         """``rows`` written as data files of the table (not committed); the table must fit them (:meth:`plan`)."""
