@@ -27,6 +27,7 @@ from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write.marker import DROPPED
 from tests.decode.conftest import KAFKA_SCHEMA, Msg, kafka_rows
 from tests.support.kafka import consume_all
+from tests.support.spy import spark_jobs
 
 STREAM = "unit-stream"
 
@@ -281,13 +282,9 @@ def test_the_arrow_writers_single_pass_runs_one_spark_job_per_batch(spark, files
     table = spec(ns, source=source, write={"engine": engine}, expectations={}, errors={"skip_error": True})
     processor = BatchProcessor(spark, "unit", table, files_catalog)
     raw = spark.createDataFrame(kafka_rows(clean), KAFKA_SCHEMA)
-    group = f"single-pass-{uuid.uuid4().hex[:6]}"
-    spark.sparkContext.setJobGroup(group, "one batch")
-    try:
+    with spark_jobs(spark) as ran:
         report = processor.process(raw, batch_id=0, stream=STREAM, offsets=OFFSETS)
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # the next tests run outside the group
-    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+    jobs = len(ran)
     assert (report.records_in, report.records_written) == (3, 3)
     assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 0), (0, 1), (0, 2)]
     if engine == "arrow":

@@ -11,6 +11,7 @@ from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write.quarantine import QUARANTINE_STREAM, QuarantineTable
 from kafka_iceberg.write.writer import TableWriter
 from tests.support.frames import error_frame
+from tests.support.spy import spark_jobs
 
 BAD = [
     ("src", 1, 7, b"k7", b"{bad", [("trace", b"abc")], "invalid JSON", "decode"),
@@ -51,16 +52,11 @@ def test_rows_on_the_driver_make_the_same_table_and_replays_add_nothing_twice(sp
 
     table = quarantine(spark, files_catalog, ns_form)
     first, again = as_given(BAD[:2]), as_given(BAD)
-    group = f"quarantine-{uuid.uuid4().hex[:8]}"
-    spark.sparkContext.setJobGroup(group, "the quarantine appends")
-    try:
+    with spark_jobs(spark) as jobs:
         assert table.append(first, batch_id=1) == 2
         # The batch again after a crash, with a different boundary: only the record not quarantined yet is added.
         assert table.append(again, batch_id=1) == 1
         assert table.append(again, batch_id=2) == 0
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
     # Rows already on the driver are written there, with pyarrow, and committed without a Spark job.
     assert (len(jobs) == 0) == (form == "driver rows"), jobs
 

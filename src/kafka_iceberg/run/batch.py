@@ -452,7 +452,7 @@ class BatchProcessor:
         schema = row_schema(codec, pt)
         rules = self._arrow_rules(schema)
         if not any(rule is None for rule in rules):
-            self._apply_plan(schema)
+            self.writer.prepare(schema)
             table = self.writer.current_schema()
             if table is not None and takes_as_is(codec.columns, table):
                 decoded = self.writer.write_where_parsed(
@@ -540,7 +540,7 @@ class BatchProcessor:
         schema_key = tuple((known or {}).items())
         shape, decoder = self._choose_decoder(schema_key)
         if shape is not None:
-            self._apply_plan(shape.schema)
+            self.writer.prepare(shape.schema)
             written = self._write_where_parsed(
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
@@ -554,7 +554,7 @@ class BatchProcessor:
             decoder="spark" if arrow else decoder,
         )  # fmt: skip
         labelled, labels, rows = self._labelled(decoded, table_schema)
-        self._apply_plan(rows.schema)
+        self.writer.prepare(rows.schema)
         layout = decoded.layout if arrow else None
         rules = self._arrow_rules(rows.schema) if layout is not None else []
         if layout is not None and writes_where_parsed(self.spec, layout, rules):
@@ -595,12 +595,6 @@ class BatchProcessor:
         if auto and self.spec.source.format in AUTO_ARROW_WHERE_PARSED and schema_key not in self._elsewhere:
             return None, "arrow"
         return None, None
-
-    def _apply_plan(self, schema: StructType) -> None:
-        """Create or evolve the table for rows of ``schema``: the single pass writes files with its columns."""
-        plan = self.writer.plan(schema)
-        if plan.changes:
-            self.writer.apply(plan)
 
     def _write_where_parsed(
         self,

@@ -284,8 +284,7 @@ def driver_files(data: pa.Table, table: StructType, target: FileTarget) -> list[
 
     names = [f.name for f in table.fields]
     columns = [data.column(n) if n in data.column_names else pa.nulls(data.num_rows) for n in names]
-    files = data_files(pa.table(columns, names=names), target)
-    return [WrittenFile(str(f["path"]), int(f["size"]), int(f["records"]), str(f["partition"])) for f in files]
+    return [WrittenFile(**f) for f in data_files(pa.table(columns, names=names), target)]
 
 
 def sorted_schema() -> tuple[StructType, pa.Schema]:

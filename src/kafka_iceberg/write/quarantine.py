@@ -122,9 +122,7 @@ class QuarantineTable:
         # Java API: a Spark job for them cost 0.4-0.5 s a batch (benchmarks/fixes.md, stop 50).
         data = pa.Table.from_pylist([dict(zip(schema.names, v, strict=True)) for v in values],
                                     schema=to_arrow_schema(schema))  # fmt: skip
-        plan = writer.plan(schema)
-        if plan.changes:
-            writer.apply(plan)
+        writer.prepare(schema)
         self._commit(writer, last, None, seen, written=writer.write_driver_rows(data))
         return len(rows)
 

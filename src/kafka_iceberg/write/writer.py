@@ -178,6 +178,15 @@ class TableWriter:
         """
         return build_plan(self.spec, self.table, self._state(), schema)
 
+    def prepare(self, schema: StructType) -> None:
+        """Create or evolve the table so that rows of ``schema`` fit it: :meth:`plan`, then :meth:`apply` what changes.
+
+        An empty plan is not applied: that would only drop the loaded table and load it again.
+        """
+        plan = self.plan(schema)
+        if plan.changes:
+            self.apply(plan)
+
     def apply(self, plan: TablePlan) -> None:
         """Carry out a plan: create the namespace and table, or evolve the table.
 
@@ -326,9 +335,7 @@ class TableWriter:
             if rows is None:
                 raise ValueError("a commit needs the batch's rows or its written files")
             data = rows
-            plan = self.plan(data.schema)
-            if plan.changes:
-                self.apply(plan)
+            self.prepare(data.schema)
             if self.engine == "arrow":  # the batch's files are written once; every attempt appends them
                 files = self._write_files(data)
                 faults.reached("written")
@@ -425,7 +432,7 @@ class TableWriter:
         """``data``, rows on the driver, written as data files of the table by this process (not committed).
 
         For a few rows a Spark job costs more than the write: no job runs. The table must fit
-        them (:meth:`plan`, :meth:`apply`); columns it has and ``data`` lacks are null.
+        them (:meth:`prepare`); columns it has and ``data`` lacks are null.
         """
         table = self._table()
         return driver_files(data, table.schema(), self._target(table))
