@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from kafka_iceberg import jars
 from kafka_iceberg.catalogs import RenderedCatalog
+from kafka_iceberg.decode import avro_jvm
 from kafka_iceberg.paths import cache_dir
 from kafka_iceberg.refs import Resolver
 
@@ -158,6 +159,7 @@ def get_spark(
         # OSS on clusters, where the bundle sets the same) store chunk-framed bodies verbatim.
         "-Daws.requestChecksumCalculation=when_required",
         "-Daws.responseChecksumValidation=when_required",
+        *avro_jvm.LIMIT_OPTIONS,  # a corrupt Avro count is an error, not an OutOfMemoryError (decode/avro_jvm.py)
         *(class_archive_options(classpath) if class_archive else ()),
         *shlex.split(os.environ.get(JVM_OPTIONS_ENV, "")),
         *jvm_options,
@@ -167,6 +169,7 @@ def get_spark(
         .appName(app_name)
         .config("spark.jars", ",".join(str(p) for p in classpath))
         .config("spark.driver.extraJavaOptions", " ".join(options))
+        .config("spark.executor.extraJavaOptions", " ".join(avro_jvm.LIMIT_OPTIONS))  # masters other than local
         .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, "2g"))
     )
     for key, value in {**LOCAL_DEFAULTS, **(conf or {})}.items():

@@ -228,6 +228,14 @@ def test_secrets_reach_clusters_as_secret_references_under_the_resolvers_names()
             assert str(env_vars[name]).startswith("${var."), name
 
 
+def test_job_clusters_set_the_avro_limits_the_jvm_decoder_needs():
+    from kafka_iceberg.decode import avro_jvm
+
+    conf = ROOT["variables"]["ingest_cluster"]["default"]["spark_conf"]
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        assert set(avro_jvm.LIMIT_OPTIONS) <= set(shlex.split(conf[key])), key
+
+
 def test_no_secret_literal_in_the_bundle():
     def walk(node: Any, path: str) -> None:
         if isinstance(node, dict):

@@ -70,6 +70,8 @@ class Decoded:
             from. Persist it before using either and the batch is decoded once, not once for
             the rows and again for the errors.
         parsed: the Arrow decoder's pass, which ``outcome`` reads (None for the Spark decoder).
+        passes: what to persist instead of ``parsed`` and ``outcome`` (the schema-driven formats:
+            ``decode/schemaful.py``); None for the others.
         layout: what the Arrow decoder parses, or would with ``decoder: arrow`` (None where it
             cannot: text, binary, flatten finding new columns); the single pass writes the records
             it certifies where they are parsed (``write/certified.py``).
@@ -81,6 +83,7 @@ class Decoded:
     split: Callable[[], tuple[DataFrame, DataFrame]] = field(repr=False)
     outcome: DataFrame | None = None
     parsed: DataFrame | None = None
+    passes: list[DataFrame] | None = None
     layout: Layout | None = None
     single_of: Callable[[], tuple[DataFrame, list[str]]] | None = field(default=None, repr=False)
 
@@ -110,8 +113,11 @@ class Decoded:
         """What to persist, in this order, so each decoding pass runs once per batch.
 
         The Arrow decoder has two passes: its own (``parsed``), then the Spark decoder's over the
-        records it did not certify (``outcome``, which reads ``parsed``).
+        records it did not certify (``outcome``, which reads ``parsed``). The schema-driven formats
+        name theirs (``passes``).
         """
+        if self.passes is not None:
+            return list(self.passes)
         return [frame for frame in (self.parsed, self.outcome) if frame is not None]
 
 
@@ -162,7 +168,7 @@ def decode(
     nonce = new_nonce()
     frame = kafka_frame(df)
     if is_schemaful(spec):
-        rows, errors, outcome, columns = decode_schemaful(
+        rows, errors, outcome, columns, passes = decode_schemaful(
             frame,
             spec,
             pt=pt_value(spec.partition_window, flush_time),
@@ -172,7 +178,7 @@ def decode(
         )
         known = dict(known_columns or {})
         new = {f.name: f.dataType.simpleString() for f in columns.fields if f.name not in known}
-        return Decoded(new_columns=new, split=lambda: (rows, errors), outcome=outcome)
+        return Decoded(new_columns=new, split=lambda: (rows, errors), outcome=outcome, passes=passes)
     new_columns: dict[str, str] = {}
     arrow_columns: dict[str, str] = {}
     required: set[str] = set()

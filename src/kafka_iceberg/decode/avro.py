@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
+_READER = re.compile(r" from <[^>]*>")
 _MAX_DEPTH = 32  # recursive records are cut here (their deeper levels become JSON strings)
 
 
@@ -153,7 +155,8 @@ def read(payload: bytes, parsed: Any) -> Any:
     try:
         value = fastavro.schemaless_reader(buffer, parsed, None)
     except Exception as exc:  # fastavro raises EOFError, IndexError, UnicodeDecodeError, ...
-        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+        # without the reader's repr (" from <_io.BytesIO object at 0x...>"): one reason per error
+        raise ValueError(f"{type(exc).__name__}: {_READER.sub('', str(exc))}") from None
     if buffer.tell() != len(payload):
         raise ValueError(f"{len(payload) - buffer.tell()} bytes left after the record")
     return value

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka_iceberg.decode import avro, debezium
+from kafka_iceberg.decode import avro, avro_jvm, debezium
 from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, payload_part, split
 from kafka_iceberg.decode.registry import SCHEMA_TYPES, RegisteredSchema, RegistryClient, subject_name
 from kafka_iceberg.decode.values import arrow_type, converter
@@ -99,11 +99,16 @@ def decode_schemaful(
     include_headers: bool,
     base_dir: Path | None,
     codec: Codec | None = None,
-) -> tuple[DataFrame, DataFrame, DataFrame, StructType]:
-    """(rows, error rows, outcome, payload columns) of a batch of a schema-driven format.
+) -> tuple[DataFrame, DataFrame, DataFrame, StructType, list[DataFrame]]:
+    """(rows, error rows, outcome, payload columns, passes) of a batch of a schema-driven format.
+
+    The passes are what to persist, in order, so each decodes once: the Python decoder's outcome;
+    for Avro the JVM decodes (``decode/avro_jvm.py``), the JVM's pass and Python's outcome of the
+    records it left.
 
     ``codec``: the batch's, when it was built already (for a frame holding these records).
     """
+    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     codec = codec or build_codec(frame, spec, base_dir=base_dir)
@@ -117,12 +122,24 @@ def decode_schemaful(
             T.StructField(REASON, T.StringType(), True),
         ]
     )
-    outcome = frame.mapInArrow(functools.partial(decode_batches, codec=codec), out_schema)
+    python = functools.partial(decode_batches, codec=codec)
+    writers = avro_jvm.jvm_writers(frame, codec)
+    passes: list[DataFrame] = []
+    if writers:  # Avro: the JVM decodes what it decodes as Python would; Python the rest
+        false = F.lit(False)
+        flags = [false.alias(FAILED), false.alias(TOMB), false.alias(SKIP), F.lit(None).cast("string").alias(REASON)]
+        parsed, good, left = avro_jvm.split(frame, codec, writers, fields=FIELDS, flags=flags)
+        left = left.mapInArrow(python, out_schema)
+        passes = [parsed, left]  # cached, each runs once; the outcome is a union over them
+        outcome = good.unionByName(left)
+    else:
+        outcome = frame.mapInArrow(python, out_schema)
+        passes = [outcome]
     outcome = outcome.where(f"NOT {SKIP}")
     plan = Plan(payload={f.name: f.dataType.simpleString() for f in codec.columns.fields})
     plan.checks.problem(f"{REASON} IS NOT NULL", REASON)
     rows, errors = split(outcome, plan, pt=pt, include_headers=include_headers)
-    return rows, errors, outcome, codec.columns
+    return rows, errors, outcome, codec.columns, passes
 
 
 def build_codec(
