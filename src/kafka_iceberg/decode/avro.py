@@ -122,6 +122,16 @@ def plain_values(schema: Any, depth: int = 0) -> bool:
     return isinstance(kind, str) and kind in _PRIMITIVES
 
 
+def plain_record(schema_text: str, columns: StructType) -> bool:
+    """Whether a writer's values are, as fastavro reads them, the rows of ``columns``.
+
+    A record schema of :func:`plain_values` whose columns are ``columns``, type for type.
+    """
+    schema = parse(schema_text)
+    plain = isinstance(schema, dict) and schema.get("type") == "record" and plain_values(schema)
+    return plain and record_columns(schema_text) == columns
+
+
 def record_columns(schema_text: str) -> StructType:
     """The top-level fields of a record schema as columns (a non-record schema is one ``value`` column)."""
     from pyspark.sql import types as T

@@ -28,6 +28,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from kafka_iceberg.decode import avro
+from kafka_iceberg.decode.wire import header_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -79,9 +80,7 @@ def jvm_writers(frame: DataFrame, codec: Codec) -> dict[int | None, str]:
 def _accepts(frame: DataFrame, source: str, text: str, columns: StructType) -> bool:
     key = (text, columns.json())
     if key not in _accepted:
-        schema = avro.parse(text)
-        ok = isinstance(schema, dict) and schema.get("type") == "record" and avro.plain_values(schema)
-        ok = ok and avro.record_columns(text) == columns
+        ok = avro.plain_record(text, columns)  # what Python hands to Arrow as read (Readers.plain)
         if ok:
             try:
                 typed = frame.select(_from_avro(frame[source], text)).schema.fields[0].dataType
@@ -126,12 +125,12 @@ def split(
     source = codec.source
     body = F.expr(f"substring({source}, 6)") if codec.wire else F.col(source)
     checks = F.expr(" AND ".join(_valid(DECODED, codec.columns, 0, top=True)))
+    header, schema_bytes = F.expr(header_sql(source)), F.expr(f"substring({source}, 2, 4)")
     decoded, ok = None, None
     for schema_id, text in writers.items():
         when = body.isNotNull()
         if schema_id is not None:
-            header = F.expr(f"octet_length({source}) >= 5 AND substring({source}, 1, 1) = X'00'")
-            when = header & (F.expr(f"substring({source}, 2, 4)") == F.lit(schema_id.to_bytes(4, "big")))
+            when = header & (schema_bytes == F.lit(schema_id.to_bytes(4, "big")))
         decoded = (F if decoded is None else decoded).when(when, _from_avro(body, text))
         # to_avro last: it cannot write the all-NULL value of a record that did not decode
         ok = (F if ok is None else ok).when(when & checks, to_avro(F.col(DECODED), text) == body)

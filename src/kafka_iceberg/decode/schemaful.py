@@ -26,7 +26,7 @@ from kafka_iceberg.decode import avro, avro_jvm, debezium
 from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, payload_part, split
 from kafka_iceberg.decode.registry import SCHEMA_TYPES, RegisteredSchema, RegistryClient, subject_name
 from kafka_iceberg.decode.values import arrow_type, converter
-from kafka_iceberg.decode.wire import WireError, split_header
+from kafka_iceberg.decode.wire import WireError, header_sql, split_header
 from kafka_iceberg.spec.model import TableSpec
 
 if TYPE_CHECKING:
@@ -194,9 +194,7 @@ def build_codec(
     if ids is None:
         ids = [
             int(r[0])
-            for r in frame.where(
-                f"{source} IS NOT NULL AND octet_length({source}) >= 5 AND substring({source}, 1, 1) = X'00'"
-            )
+            for r in frame.where(f"{source} IS NOT NULL AND {header_sql(source)}")
             .selectExpr(f"conv(hex(substring({source}, 2, 4)), 16, 10) AS id")
             .distinct()
             .collect()
@@ -309,11 +307,7 @@ class Readers:
             codec = self.codec
             text = codec.plain_schema if schema_id is None else codec.writers.get(schema_id)
             plain = codec.fmt == "avro" and codec.envelope == "none" and text is not None
-            if plain:
-                schema = avro.parse(str(text))
-                plain = isinstance(schema, dict) and schema.get("type") == "record" and avro.plain_values(schema)
-                plain = plain and avro.record_columns(str(text)) == codec.columns
-            self._plain[schema_id] = plain
+            self._plain[schema_id] = plain and avro.plain_record(str(text), codec.columns)
         return self._plain[schema_id]
 
     def read(self, schema_id: int | None, payload: bytes) -> Any:

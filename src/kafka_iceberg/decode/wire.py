@@ -30,6 +30,11 @@ def split_header(data: bytes, part: str = "value") -> tuple[int, bytes]:
     return int.from_bytes(data[1:HEADER_BYTES], "big"), data[HEADER_BYTES:]
 
 
+def header_sql(column: str) -> str:
+    """SQL true where ``column`` starts with a valid header (the rule of :func:`split_header`)."""
+    return f"octet_length({column}) >= {HEADER_BYTES} AND substring({column}, 1, 1) = X'{MAGIC:02X}'"
+
+
 def schema_id_of(data: bytes | None) -> int | None:
     """The schema id of a wire-format message, or None when it has no valid header."""
     if data is None or len(data) < HEADER_BYTES or data[0] != MAGIC:
