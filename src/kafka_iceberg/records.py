@@ -36,6 +36,9 @@ INTERNAL_PREFIX = "_ki_"
 # batch instead of both being shuffled: a quarantined row is its coordinates, reason and row as
 # JSON, so 10,000 of them stay near Spark's own broadcast threshold (10 MB) with 1 KB rows.
 FEW_FAILURES = 10_000
+# ... and up to this many bytes of their keys, values, reasons and decoded JSON are brought to the
+# driver to be routed there (``checks/routing.py``): far below Spark's ``spark.driver.maxResultSize``.
+FEW_FAILURE_BYTES = 64 * 1024 * 1024
 
 
 def with_original_bytes(failures: Any, raw: Any, *, count: int | None = None) -> Any:

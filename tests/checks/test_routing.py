@@ -77,7 +77,41 @@ def test_quarantine_target_receives_the_records(spark, bad, skip_error):
     assert (result.failed, result.skipped, result.quarantined) == (2, 0, 2)
     ((batch_id, rows),) = sink.batches
     assert batch_id == 4 and [(r.partition, r.offset, r.value) for r in rows] == [(0, 3, b"\xff\xfe"), (1, 7, b"{bad")]
-    assert sink.on_driver == isinstance(bad, list)  # rows on the driver stay there: no DataFrame, no Spark job
+    # Rows on the driver stay there; a frame of few rows is brought there: no Spark job to write them.
+    assert sink.on_driver
+
+
+@pytest.mark.parametrize("limit", ["FEW_FAILURES", "FEW_FAILURE_BYTES"])
+def test_many_or_large_bad_records_stay_in_spark(spark, errors, monkeypatch, limit):
+    from kafka_iceberg.checks import routing
+
+    quarantined = error_frame(
+        spark, [("src", 0, 9, b"k", b"{}", None, "expectation x failed: id > 0", "expectation:x")]
+    )
+    monkeypatch.setattr(routing, limit, 2 if limit == "FEW_FAILURES" else 20)  # 3 rows; 41 bytes
+    sink = RecordingQuarantine()
+    router = ErrorRouter(spec(quarantine_table="n.q"), quarantine=sink)
+    result = router.route(errors, quarantined, batch_id=5)
+    assert (result.failed, result.quarantined) == (3, 3) and not sink.on_driver
+    assert [r.offset for r in sink.batches[0][1]] == [3, 9, 7]
+    monkeypatch.undo()
+    router.route(errors, quarantined, batch_id=6)
+    assert sink.on_driver and [r.offset for r in sink.batches[1][1]] == [3, 9, 7]
+
+
+def test_errors_only_counted_are_not_brought_to_the_driver(spark, errors, monkeypatch):
+    from pyspark.sql import DataFrame
+
+    collected = []
+    original = DataFrame.collect
+    monkeypatch.setattr(DataFrame, "collect", lambda self: collected.append(self.columns) or original(self))
+    result = ErrorRouter(spec(skip_error=True)).route(errors, None, batch_id=1)
+    assert (result.failed, result.skipped) == (2, 2)
+    assert collected and not any("value" in columns for columns in collected), collected  # counted only
+    ErrorRouter(spec(skip_error=True, quarantine_table="n.q"), quarantine=RecordingQuarantine()).route(
+        errors, None, batch_id=1
+    )
+    assert "value" in collected[-1]  # the spy sees a collect of the rows when they are routed
 
 
 def test_expectation_quarantine_goes_to_the_table_only(spark, errors):

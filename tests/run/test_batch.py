@@ -588,3 +588,28 @@ def test_an_upsert_auto_backs_off_to_sparks_decoder_after_a_batch_arrow_mostly_l
     assert parsed == [4, 0]  # Arrow took the first batch whole, left the second; the next ones were Spark's
     rows = files_table(processor.writer).scan().to_arrow().sort_by("id").to_pylist()
     assert [(r["id"], r["note"]) for r in rows] == [(i + 1, f"c{i}") for i in range(4)]
+
+
+@pytest.mark.parametrize("commit_mode", ["upsert", "append"])
+def test_records_left_to_spark_count_and_advance_the_offsets_without_a_job_of_their_own(
+    spark, files_catalog, monkeypatch, commit_mode
+):
+    """With Spark's sources the offsets a batch commits are found in the batch. The tasks that parse
+    where written or for the MERGE take every record's, the ones they leave to Spark's decoder too,
+    and count those: no job counts them again or looks for their offsets (``batch_offsets``). The
+    last record of each partition here is one they leave (bad JSON, a violated quarantine rule)."""
+    found: list[Any] = []
+    monkeypatch.setattr(batch_module, "batch_offsets", lambda raw: found.append(raw) or {})
+    messages = [Msg(None, json.dumps({"id": i + 1, "note": "n"}), partition=0, offset=i) for i in range(4)]
+    messages += [Msg(None, "{bad", partition=0, offset=4), Msg(None, '{"id": 9}', partition=1, offset=0)]
+    messages += [Msg(None, '{"id": -1}', partition=1, offset=1)]
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    upsert = (
+        {"commit_mode": "upsert", "key_fields": ["id"]} if commit_mode == "upsert" else {"write": {"engine": "arrow"}}
+    )
+    table = spec(ns, source={"topics": ["t"], "format": "flatten", "decoder": "arrow"}, **upsert)
+    processor = BatchProcessor(spark, "unit", table, files_catalog)
+    report = processor.process(spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA), batch_id=0, stream=STREAM)
+    assert (report.records_in, report.records_written, report.records_failed) == (7, 5, 2)
+    assert processor.writer.last_commit(STREAM).offsets == {"t": {0: 5, 1: 2}}
+    assert found == []

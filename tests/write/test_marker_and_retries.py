@@ -175,7 +175,7 @@ def test_other_errors_are_not_retried():
 def test_the_upsert_merge_statement():
     sql = merge_sql("`c`.`n`.`t`", "`src`", ["id", "name", "offset"], ["id"], "offset")
     assert sql == (
-        "MERGE INTO `c`.`n`.`t` t USING `src` s ON t.`id` <=> s.`id` "
+        "MERGE INTO `c`.`n`.`t` t USING `src` s ON t.`id` = s.`id` "
         "WHEN MATCHED AND s.`_ki_tombstone` AND (t.`offset` IS NULL OR s.`offset` >= t.`offset`) THEN DELETE "
         "WHEN MATCHED AND NOT s.`_ki_tombstone` AND (t.`offset` IS NULL OR s.`offset` >= t.`offset`) "
         "THEN UPDATE SET t.`id` = s.`id`, t.`name` = s.`name`, t.`offset` = s.`offset` "

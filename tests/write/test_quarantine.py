@@ -3,6 +3,7 @@ single pass already brought to the driver: the same table either way."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -32,7 +33,9 @@ def contents(spark, catalog, ns):
     table = spark.table(f"{catalog}.{ns}.t_quarantine")
     rows = table.orderBy("partition", "offset").collect()
     shape = [(f.name, f.dataType.simpleString(), f.nullable) for f in table.schema.fields]
-    return shape, [(r.partition, r.offset, r.key, r.value, r._error, r._error_stage, r._batch_id) for r in rows]
+    return shape, [
+        (r.partition, r.offset, r.key, r.value, r._error, r._error_stage, r.timestamp, r._batch_id) for r in rows
+    ]
 
 
 @pytest.fixture(params=["frame", "driver rows"])
@@ -40,7 +43,19 @@ def form(request):
     return request.param
 
 
-def test_rows_on_the_driver_make_the_same_table_and_replays_add_nothing_twice(spark, files_catalog, form):
+@pytest.fixture
+def away_from_utc(monkeypatch):
+    """The driver's Python in New York, as on a laptop: rows collected there carry New York wall times."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_rows_on_the_driver_make_the_same_table_and_replays_add_nothing_twice(
+    spark, files_catalog, form, away_from_utc
+):
     ns_frame, ns_form = f"qf_{uuid.uuid4().hex[:8]}", f"qr_{uuid.uuid4().hex[:8]}"
     for ns in (ns_frame, ns_form):
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {files_catalog}.{ns}")
@@ -63,7 +78,7 @@ def test_rows_on_the_driver_make_the_same_table_and_replays_add_nothing_twice(sp
     want_shape, want_rows = contents(spark, files_catalog, ns_frame)
     shape, rows = contents(spark, files_catalog, ns_form)
     assert shape == want_shape  # columns, types and nullability
-    assert [r[:6] for r in rows] == [r[:6] for r in want_rows]
+    assert [r[:7] for r in rows] == [r[:7] for r in want_rows]  # the records' timestamps included
     assert [r[0:2] for r in rows] == [(0, 3), (0, 5), (1, 7)]
     writer = TableWriter(spark, files_catalog, table._writer().spec, pipeline_id="p")
     marker = writer.last_commit(QUARANTINE_STREAM)

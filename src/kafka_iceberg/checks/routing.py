@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
 from kafka_iceberg.errors import RecordError
-from kafka_iceberg.records import COORDINATES
+from kafka_iceberg.records import COORDINATES, ERROR_COLUMNS, FEW_FAILURE_BYTES, FEW_FAILURES, INTERNAL_PREFIX
 from kafka_iceberg.spec.model import TableSpec
 
 if TYPE_CHECKING:
@@ -72,11 +72,16 @@ class ErrorRouter:
         Raises:
             RecordError: bad records with neither ``skip_error`` nor an error target.
         """
-        n_errors = _count(errors) if errors is not None else 0
-        n_quarantined = 0
-        if quarantined is not None:
-            n_quarantined = quarantined_count if quarantined_count is not None else _count(quarantined)
         policy = self.spec.errors
+        if quarantined_count == 0:
+            quarantined = None
+        if isinstance(errors, list) or isinstance(quarantined, list) or (errors is None and quarantined is None):
+            n_errors = _count(errors) if errors is not None else 0
+            n_quarantined = _count(quarantined) if quarantined is not None else 0
+        else:
+            errors, quarantined, n_errors, n_quarantined = _few_on_driver(
+                errors, quarantined, errors_routed=policy.has_target
+            )
         if n_errors and not policy.has_target and not policy.skip_error:
             assert errors is not None
             raise _first_error(errors, n_errors)
@@ -121,6 +126,53 @@ class ErrorRouter:
 
 def _count(rows: DataFrame | list[Row]) -> int:
     return len(rows) if isinstance(rows, list) else rows.count()
+
+
+def _few_on_driver(
+    errors: DataFrame | None, quarantined: DataFrame | None, *, errors_routed: bool
+) -> tuple[DataFrame | list[Row] | None, DataFrame | list[Row] | None, int, int]:
+    """Both frames counted in one Spark job; when few, the ones routed brought to the driver in one more.
+
+    On the driver they are published in order and quarantined without a Spark job each (a sort and
+    a job per partition to publish; a count, a write and Spark's commit to quarantine): the
+    quarantine append of a flatten upsert took 0.7 s a batch (benchmarks/fixes.md, stop 52). Few is
+    up to :data:`~kafka_iceberg.records.FEW_FAILURES` rows and
+    :data:`~kafka_iceberg.records.FEW_FAILURE_BYTES` of keys, values, reasons and decoded JSON:
+    large messages stay in Spark. ``errors_routed``: whether an error target takes the errors
+    (else they are only counted, or the first one named).
+
+    Returns:
+        errors and quarantined (rows on the driver, or the frames as given), and their counts.
+    """
+    from pyspark.sql import Row
+    from pyspark.sql import functions as F
+
+    tag = f"{INTERNAL_PREFIX}routed"
+    parts = [f.withColumn(tag, F.lit(i)) for i, f in enumerate((errors, quarantined)) if f is not None]
+    tagged = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    # Cached for the collect: the records' bytes come from joins with the batch, run once.
+    tagged = tagged.persist()
+    try:
+        lengths = [F.coalesce(F.octet_length(c), F.lit(0)) for c in ("key", "value", "_error", "_decoded")]
+        size = lengths[0] + lengths[1] + lengths[2] + lengths[3]
+        sizes = tagged.groupBy(tag).agg(F.count(F.lit(1)).alias("n"), F.sum(size).alias("bytes")).collect()
+        counts = {r[tag]: (int(r["n"]), int(r["bytes"] or 0)) for r in sizes}
+        n_errors, n_quarantined = (counts.get(i, (0, 0))[0] for i in (0, 1))
+        routed = [i for i, n in ((0, n_errors if errors_routed else 0), (1, n_quarantined)) if n]
+        few = n_errors + n_quarantined <= FEW_FAILURES
+        if not routed or not few or sum(counts[i][1] for i in routed) > FEW_FAILURE_BYTES:
+            return errors, quarantined, n_errors, n_quarantined
+        wanted = tagged if len(routed) == 2 else tagged.where(F.col(tag) == routed[0])
+        rows = wanted.collect()
+    finally:
+        tagged.unpersist()
+    on_driver = [[Row(**{c: r[c] for c in ERROR_COLUMNS}) for r in rows if r[tag] == i] for i in (0, 1)]
+    return (
+        on_driver[0] if 0 in routed else errors,
+        on_driver[1] if 1 in routed else None,
+        n_errors,
+        n_quarantined,
+    )
 
 
 def _coordinates(row: Row) -> tuple[str, int, int]:

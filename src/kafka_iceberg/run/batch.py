@@ -271,9 +271,11 @@ class BatchProcessor:
         checked = _Checked()
         if rest is not None:
             decoder: Literal["spark"] | None = None if parsed is None else "spark"
+            # The tasks that left records to Spark counted them and took their offsets.
             checked = self._checked(
-                rest, flush_time, table_schema, persist, report, offsets=offsets is None, decoder=decoder, codec=codec
-            )
+                rest, flush_time, table_schema, persist, report, offsets=offsets is None and certified is None,
+                decoder=decoder, codec=codec, count=None if certified is None else certified.left_count,
+            )  # fmt: skip
         if certified is not None:
             rows = parsed.rows if parsed is not None else None
             checked = checked.with_certified(rows, certified.stats, list(self.spec.expectations))
@@ -311,16 +313,18 @@ class BatchProcessor:
         offsets: bool,
         decoder: Literal["spark"] | None = None,
         codec: Codec | None = None,
+        count: int | None = None,
     ) -> _Checked:
         """Decode, transform and check ``raw``: the rows to write, what leaves the table, the counts.
 
-        Counts ``raw`` into ``report.records_in`` first. ``offsets``: whether to find the source
-        offsets past ``raw`` (Spark's sources; the direct reader knows them). ``decoder``: ``spark``
-        for the records the Arrow decoder left (:meth:`_parse_for_merge`). ``codec``: the batch's,
-        when it was built already (:meth:`_decode_where_written`).
+        Counts ``raw`` into ``report.records_in`` first, unless ``count`` says how many it holds.
+        ``offsets``: whether to find the source offsets past ``raw`` (Spark's sources; the direct
+        reader knows them). ``decoder``: ``spark`` for the records the Arrow decoder left
+        (:meth:`_parse_for_merge`). ``codec``: the batch's, when it was built already
+        (:meth:`_decode_where_written`).
         """
         raw = persist(raw)
-        report.records_in += raw.count()
+        report.records_in += raw.count() if count is None else count
         seen = batch_offsets(raw) if offsets else {}
         decoded = decode(
             raw, self.spec, flush_time=flush_time, known_columns=_known(table_schema), base_dir=self.base_dir,

@@ -270,7 +270,7 @@ def write_parsed(
         done = _certify(batch, parser, part, [f.name for f in fields], required, readers=readers)
         violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
         tables.append(pa.table(done.columns))
-        offsets.append(arrow_offsets(done.certified))
+        offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
         if done.left is not None:
             left.append(done.left)
@@ -321,7 +321,7 @@ def rows_parsed(
         done = _certify(batch, layout, part, list(columns), [*required, *_required(layout)])
         violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
         certified += done.certified.num_rows
-        offsets.append(arrow_offsets(done.certified))
+        offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
         if done.left is not None:
             left.append(done.left)
@@ -373,6 +373,7 @@ class ParsedBatch:
     files: list[WrittenFile]
     stats: dict[str, Any]  # checks.labels.merged_stats of the certified records written (warn violations counted)
     left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
+    left_count: int  # how many
     unseen: frozenset[int] = frozenset()  # schema ids the codec did not know (their records are in ``left``)
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
 
@@ -397,8 +398,9 @@ def write_where_parsed(
     )
     out = persist(frame.mapInArrow(task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()
-    stats, rest, _ = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
-    return ParsedBatch(written_files(head), stats, rest, frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED)))
+    stats, rest, left = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
+    unseen, nested = frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED))
+    return ParsedBatch(written_files(head), stats, rest, left, unseen, nested)
 
 
 @dataclass(frozen=True)

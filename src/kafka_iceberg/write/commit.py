@@ -130,10 +130,13 @@ def upsert_source(rows: DataFrame, table: StructType, keys: Sequence[str], seque
 def merge_sql(table: str, source_view: str, columns: Sequence[str], keys: Sequence[str], sequence: str) -> str:
     """The MERGE statement of an upsert.
 
-    Keys match null-safely (``<=>``). A matched row changes only if the source's sequence is at least
-    the target's (or the target has none): late, older records never overwrite newer ones.
+    A matched row changes only if the source's sequence is at least the target's (or the target has
+    none): late, older records never overwrite newer ones. Keys match with ``=``: a source row with a
+    NULL key never gets here (``checks/rejections.py`` rejects it), so ``<=>`` would match nothing more,
+    and ``=`` lets the join take the source as :func:`latest_per_key` partitioned it, where ``<=>``
+    (joined on ``coalesce(k, 0), isnull(k)``) shuffled it a second time.
     """
-    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
     seq = quote(sequence)
     newer = f"(t.{seq} IS NULL OR s.{seq} >= t.{seq})"
     tomb = f"s.{quote(TOMBSTONE_COLUMN)}"

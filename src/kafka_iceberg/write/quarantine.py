@@ -117,7 +117,11 @@ class QuarantineTable:
         assert isinstance(error_fields, StructType)
         schema = StructType([*error_fields.fields, *(StructField(n, t, nullable=False) for n, t in extra)])
         now = dt.datetime.now(dt.timezone.utc)
-        values = [(*(r[c] for c in ERROR_COLUMNS), self.pipeline, self.spec.identifier, batch_id, now) for r in rows]
+        # Spark's collect gives timestamps as naive datetimes in this process's local time, which
+        # pyarrow would read as UTC: made aware first (off by the local offset on any machine not in UTC).
+        values = [
+            (*(_aware(r[c]) for c in ERROR_COLUMNS), self.pipeline, self.spec.identifier, batch_id, now) for r in rows
+        ]
         # A batch's few quarantined rows are written here, with pyarrow, and committed through the
         # Java API: a Spark job for them cost 0.4-0.5 s a batch (benchmarks/fixes.md, stop 50).
         data = pa.Table.from_pylist([dict(zip(schema.names, v, strict=True)) for v in values],
@@ -137,3 +141,10 @@ class QuarantineTable:
         offsets = merge_offsets(last.offsets if last else None, seen)
         marker = CommitMarker(stream=QUARANTINE_STREAM, batch_id=(last.batch_id + 1) if last else 0, offsets=offsets)
         writer.commit(frame, marker, written=written)  # a frame: creates or evolves the table first when it needs it
+
+
+def _aware(value: object) -> object:
+    """A naive datetime (local time, as Spark's collect gives it) as an aware one; anything else as it is."""
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.astimezone()
+    return value
