@@ -67,7 +67,9 @@ class ErrorRouter:
             quarantined: records that failed a ``quarantine`` expectation (the same).
             batch_id: the batch, for the quarantine table's idempotency marker.
             quarantined_count: rows of ``quarantined`` when already known (the expectations count
-                them in their one pass); counting again would join them to their bytes once more.
+                them in their one pass). Zero means none: the frame is not looked at. Otherwise
+                frames are counted again with the errors, in the one aggregation that also
+                measures their bytes (:func:`_few_on_driver`).
 
         Raises:
             RecordError: bad records with neither ``skip_error`` nor an error target.
