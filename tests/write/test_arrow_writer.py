@@ -14,6 +14,7 @@ import pytest
 
 from kafka_iceberg.errors import ConfigError
 from kafka_iceberg.spec.load import load_pipeline
+from kafka_iceberg.write.jvm import IcebergTable
 from tests.support.kafka import produce
 from tests.support.run import run_pipeline, unique
 from tests.support.verify import assert_verified
@@ -69,6 +70,34 @@ def files_of(table: Any) -> list[dict[str, Any]]:
     return [{**f, **{m: dict(f[m] or []) for m in maps}} for f in files]
 
 
+def footer_metrics(spark: Any, java_table: Any, f: dict[str, Any]) -> dict[str, dict[int, Any]]:
+    """The metrics Iceberg's Java reads from data file ``f``'s footer with the table's metrics config."""
+    iceberg = spark._jvm.org.apache.iceberg
+    source = java_table.io().newInputFile(f["file_path"], f["file_size_in_bytes"])
+    m = iceberg.parquet.ParquetUtil.fileMetrics(source, iceberg.MetricsConfig.forTable(java_table))
+
+    def bounds(java: Any) -> dict[int, bytes]:
+        return {int(k): bytes(iceberg.util.ByteBuffers.toByteArray(v)) for k, v in dict(java or {}).items()}
+
+    counts = {name: getattr(m, name)() for name in ("valueCounts", "nullValueCounts", "columnSizes")}
+    out = {name: {int(k): int(v) for k, v in dict(java or {}).items()} for name, java in counts.items()}
+    return {
+        "value_counts": out["valueCounts"],
+        "null_value_counts": out["nullValueCounts"],
+        "column_sizes": out["columnSizes"],
+        "lower_bounds": bounds(m.lowerBounds()),
+        "upper_bounds": bounds(m.upperBounds()),
+    }
+
+
+def assert_manifests_hold_footer_metrics(spark: Any, java_table: Any, files: list[dict[str, Any]]) -> None:
+    """Each file's metrics in the manifests are what Iceberg's Java reads from its footer."""
+    assert files
+    for f in files:
+        expected = footer_metrics(spark, java_table, f)
+        assert {m: f[m] for m in expected} == expected, f["file_path"]
+
+
 def test_both_writers_leave_the_same_table(tmp_path, lake, stack):
     ns, topic, errors = unique("writers"), unique("orders"), unique("errors")
     produce(stack.kafka_bootstrap, topic, orders(1000), partition=0)
@@ -97,6 +126,10 @@ def test_both_writers_leave_the_same_table(tmp_path, lake, stack):
         assert set(f["null_value_counts"]) == field_ids
         assert set(f["lower_bounds"]) and set(f["upper_bounds"]), f["file_path"]
         assert f["file_path"].startswith(arrow_t.location()) and f["file_format"] == "PARQUET"
+    # The tasks' metrics (pyiceberg's) are Iceberg's Java's, bounds included: hours, days, bucket,
+    # decimal, double, boolean and null-holding string columns.
+    java_table = IcebergTable(lake.spark, f"{lake.catalog}.{ns}.orders_arrow").refresh().java
+    assert_manifests_hold_footer_metrics(lake.spark, java_table, arrow_files)
     for stat in ("value_counts", "null_value_counts"):
         totals = [{fid: sum(f[stat][fid] for f in files) for fid in field_ids} for files in (spark_files, arrow_files)]
         assert totals[0] == totals[1], stat
@@ -231,3 +264,44 @@ def test_both_writers_overwrite_exactly_the_partitions_each_batch_holds_rows_for
         assert [s.summary.get("kafka-iceberg.batch-id") for s in snapshots] == ["0", "1", "2"]
         assert [s.summary.operation.value for s in snapshots] == ["overwrite", "overwrite", "append"]
     assert_verified(tmp_path / "pipelines" / "p.yml")
+
+
+@pytest.mark.parametrize(
+    ("columns", "properties", "from_tasks"),
+    [
+        (3, {}, True),
+        (3, {"write.metadata.metrics.default": "counts"}, True),  # no bounds, as Java
+        (3, {"write.metadata.metrics.column.c1": "none"}, True),  # c1 not even its size, as Java
+        (101, {}, False),  # Java's metrics for the first 100 columns only: read from the footers
+        (101, {"write.metadata.metrics.default": "truncate(16)"}, True),  # every column, as pyiceberg
+    ],
+)
+def test_the_commit_keeps_the_metrics_java_would_under_the_tables_metrics_config(
+    spark, files_catalog, columns, properties, from_tasks
+):
+    import uuid
+
+    import pyarrow as pa
+    from pyiceberg.table import StaticTable
+
+    from kafka_iceberg.write.arrow_files import append_files, driver_files, file_target
+
+    name = f"{files_catalog}.metrics_{uuid.uuid4().hex[:8]}.t"
+    props = "".join(f", '{k}' = '{v}'" for k, v in properties.items())
+    ddl = ", ".join(f"c{i} {'string' if i % 2 else 'bigint'}" for i in range(columns))
+    spark.sql(f"CREATE TABLE {name} ({ddl}) USING iceberg TBLPROPERTIES ('format-version' = '2'{props})")
+    java_table = IcebergTable(spark, name).refresh().java
+    n = 50
+    data = pa.table({f"c{i}": [f"v{j % 7}" if i % 2 else j for j in range(n)] for i in range(columns)})
+    target = file_target(spark, java_table)
+    written = driver_files(data, spark.table(name).schema, target)
+    assert all(('"value-counts"' in f.content) == from_tasks for f in written)
+    append_files(spark, java_table, written, {})
+
+    location = IcebergTable(spark, name).refresh().metadata_location()
+    files = files_of(StaticTable.from_metadata(location))
+    assert_manifests_hold_footer_metrics(spark, java_table, files)
+    (f,) = files
+    bounded = set(f["lower_bounds"])
+    if columns == 101 and not properties:
+        assert bounded == set(range(1, 101))  # the 101st column (field id 101) has none

@@ -5,11 +5,11 @@
 field ids, its partition spec (identity, bucket, truncate and time transforms), codec and target
 file size, to the table's location through a FileIO built from the *table's own* FileIO
 properties (the catalog's settings plus any credentials it vended). Tasks return only each file's
-path, size and record count. The driver then appends every file of the batch (or, under
-``commit_mode: overwrite``, replaces the partitions they hold rows for) in **one** Iceberg
-commit through the Java API of the Spark catalog's table (so every catalog type works), with the
-column metrics read from each file's footer by Iceberg itself and the batch's exactly-once marker
-in the snapshot summary.
+path, size, record count and the file as Iceberg's ``ContentFileParser`` JSON: its partition and
+the column metrics pyiceberg took from the footer it had just written. The driver then appends
+every file of the batch (or, under ``commit_mode: overwrite``, replaces the partitions they hold
+rows for) in **one** Iceberg commit through the Java API of the Spark catalog's table (so every
+catalog type works), with the batch's exactly-once marker in the snapshot summary.
 
 A retried commit appends the same files again; files of a batch that never commits are orphans,
 which ``maintain-tables`` removes like any other failed write's.
@@ -39,10 +39,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.types import StructType
 
-FILE_SCHEMA = "path string, size long, records long, partition string"
+FILE_SCHEMA = "path string, size long, records long, content string"
 # What a task of the single pass returns (write_sorted): files, records leaving the table, counts.
 SORTED_SCHEMA = (
-    f"kind string, file_path string, file_size long, file_records long, file_partition string, stats string, "
+    f"kind string, file_path string, file_size long, file_records long, file_content string, stats string, "
     f"{ERROR_SCHEMA_DDL}"
 )
 # Java S3FileIO's path-style switch, as pyiceberg names it.
@@ -54,8 +54,8 @@ _VIRTUAL = "s3.force-virtual-addressing"
 # runs measured faster with it than with Spark's writer (docs/benchmarks/results.md, "Writers").
 # Text joined in stop 33: 0.83-0.88 in its first run, then 1.06-1.13, 0.94-1.38, 1.13-1.26 and 1.31-1.33.
 AUTO_ARROW_WRITER = frozenset({"json", "csv", "flatten", "binary", "text"})
-FOOTER_READERS = 8  # data files whose footers the driver reads at once (append_files)
-# Column types whose partition values partition_string can hand to Iceberg's Java API.
+FOOTER_READERS = 8  # data files whose footers the driver reads at once (append_files, wide tables)
+# Column types whose identity partition values the tasks can hand to Iceberg's Java API (_partition_value).
 _PARTITION_SAFE = frozenset({"string", "long", "int", "short", "byte", "double", "float", "boolean", "date", "uuid"})
 _SAFE_FIXED_COLUMNS = frozenset({"topic", "partition", "offset", "pt"})  # Kafka's timestamp is not
 
@@ -152,31 +152,98 @@ def _quiet_checksums() -> None:
     os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
 
 
-def partition_string(value: Any) -> str | None:
-    """A partition value as Iceberg's Java ``Conversions.fromPartitionString`` parses it back.
+def _partition_value(value: Any, result_type: Any) -> Any:
+    """A partition value as Iceberg's ``SingleValueParser`` reads it in a ``ContentFileParser`` JSON.
 
-    Transforms' results are their internal values (hours since the epoch, bucket numbers);
-    identity values are the column's own. Timestamps and binary values have no such string form.
+    ``value`` is pyiceberg's: a transform's result as its internal value (hours since the epoch,
+    bucket numbers, days since the epoch for ``days``), an identity value as the column's own.
+    Timestamps and binary values are refused: no spec the Arrow writer takes produces them.
     """
     import datetime as dt
-    import decimal
 
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float | decimal.Decimal | uuid.UUID):
+    from pyiceberg.types import (
+        BooleanType,
+        DateType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        StringType,
+        UUIDType,
+    )
+
+    if isinstance(result_type, DateType):
+        day = dt.date(1970, 1, 1) + dt.timedelta(days=value) if isinstance(value, int) else value
+        return day.isoformat()
+    if isinstance(result_type, DecimalType):
+        return format(value, "f")  # the column's scale, never an exponent
+    if isinstance(result_type, UUIDType):
         return str(value)
-    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        return value.isoformat()
-    raise TypeError(f"the arrow writer cannot pass a {type(value).__name__} partition value to Iceberg")
+    if isinstance(result_type, StringType | IntegerType | LongType | BooleanType | FloatType | DoubleType):
+        return value
+    raise TypeError(f"the arrow writer cannot pass a {result_type} partition value to Iceberg")
+
+
+def _id_map(values: Mapping[int, Any]) -> dict[str, list[Any]]:
+    """A metrics map the way ``ContentFileParser`` spells it; bounds (bytes) in hex."""
+    keys = sorted(values)
+    return {"keys": keys, "values": [v.hex() if isinstance(v, bytes) else v for v in (values[k] for k in keys)]}
+
+
+def metrics_as_java(metadata: Any) -> bool:
+    """Whether pyiceberg's column metrics for the table ``metadata`` are the ones Iceberg's Java would keep.
+
+    pyiceberg applies the table's ``write.metadata.metrics.*`` modes as Java does, but not Java's
+    other rules: a sort column's modes, nested fields' bounds, and the first
+    ``max-inferred-column-defaults`` (100) columns only, when a table wider than that sets no
+    default. For such tables the driver reads each file's footer instead (:func:`_java_data_files`).
+    """
+    props = metadata.properties
+    wide = len(metadata.schema().fields) > int(props.get("write.metadata.metrics.max-inferred-column-defaults", "100"))
+    default_set = "write.metadata.metrics.default" in props
+    flat = all(f.field_type.is_primitive for f in metadata.schema().fields)
+    return flat and (default_set or not wide) and metadata.sort_order().is_unsorted
+
+
+def content_json(data_file: Any, metadata: Any, with_metrics: bool) -> str:
+    """A data file pyiceberg wrote for the table ``metadata``, as Iceberg's Java ``ContentFileParser`` reads it.
+
+    ``with_metrics`` false leaves the column metrics out (the driver reads them from the footer).
+    """
+    spec = metadata.spec()
+    out: dict[str, Any] = {
+        "spec-id": spec.spec_id,
+        "content": "DATA",
+        "file-path": data_file.file_path,
+        "file-format": "PARQUET",
+    }
+    if spec.fields:
+        types = spec.partition_type(metadata.schema()).fields
+        values = (_partition_value(data_file.partition[i], t.field_type) for i, t in enumerate(types))
+        out["partition"] = {str(t.field_id): v for t, v in zip(types, values, strict=True) if v is not None}
+    out["file-size-in-bytes"] = data_file.file_size_in_bytes
+    out["record-count"] = data_file.record_count
+    if with_metrics:
+        counted = data_file.value_counts or {}
+        # pyiceberg measures a column under metrics mode `none` too; Java leaves it out.
+        sizes = {k: v for k, v in (data_file.column_sizes or {}).items() if k in counted}
+        out["column-sizes"] = _id_map(sizes)
+        out["value-counts"] = _id_map(counted)
+        out["null-value-counts"] = _id_map(data_file.null_value_counts or {})
+        out["nan-value-counts"] = _id_map(data_file.nan_value_counts or {})
+        out["lower-bounds"] = _id_map(data_file.lower_bounds or {})
+        out["upper-bounds"] = _id_map(data_file.upper_bounds or {})
+    if data_file.split_offsets:
+        out["split-offsets"] = list(data_file.split_offsets)
+    return json.dumps(out)
 
 
 # -- Python side (runs in Spark's Python workers) --------------------------------------------------
 def _file_schema() -> pa.Schema:
     import pyarrow as pa
 
-    return pa.schema([("path", pa.string()), ("size", pa.int64()), ("records", pa.int64()), ("partition", pa.string())])
+    return pa.schema([("path", pa.string()), ("size", pa.int64()), ("records", pa.int64()), ("content", pa.string())])
 
 
 def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
@@ -184,7 +251,6 @@ def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     from pyiceberg.io import load_file_io
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.table.metadata import TableMetadataUtil
-    from pyiceberg.transforms import DayTransform
 
     if not data.num_rows:
         return []
@@ -194,28 +260,16 @@ def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     data = data.cast(metadata.schema().as_arrow())
     # One write id per batch and task attempt keeps file names unique across tasks and retries.
     files = _dataframe_to_data_files(metadata, data, io, write_uuid=uuid.uuid4(), counter=itertools.count(0))
-    spec = metadata.spec()  # _dataframe_to_data_files writes with the table's default spec
-    days = [isinstance(f.transform, DayTransform) for f in spec.fields]
+    with_metrics = metrics_as_java(metadata)
     return [
         {
             "path": f.file_path,
             "size": f.file_size_in_bytes,
             "records": f.record_count,
-            "partition": json.dumps(
-                [partition_string(_day(f.partition[i]) if day else f.partition[i]) for i, day in enumerate(days)]
-            )
-            if spec.fields
-            else "",
+            "content": content_json(f, metadata, with_metrics),
         }
         for f in files
     ]
-
-
-def _day(value: Any) -> Any:
-    """A ``days`` partition value as a date: pyiceberg gives days since the epoch, Java parses a date."""
-    import datetime as dt
-
-    return dt.date(1970, 1, 1) + dt.timedelta(days=value) if isinstance(value, int) else value
 
 
 def write_files(batches: Iterator[pa.RecordBatch], target: FileTarget) -> Iterator[pa.RecordBatch]:
@@ -264,7 +318,7 @@ class WrittenFile:
     path: str
     size: int
     records: int
-    partition: str  # JSON list of the partition's values (:func:`partition_string`), empty when unpartitioned
+    content: str  # the file as Iceberg's ContentFileParser JSON (:func:`content_json`)
 
 
 def write_frame(rows: DataFrame, target: FileTarget) -> list[WrittenFile]:
@@ -272,7 +326,7 @@ def write_frame(rows: DataFrame, target: FileTarget) -> list[WrittenFile]:
     import functools
 
     written = rows.mapInArrow(functools.partial(write_files, target=target), FILE_SCHEMA).collect()
-    return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["partition"])) for r in written]
+    return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["content"])) for r in written]
 
 
 def driver_files(data: pa.Table, table: StructType, target: FileTarget) -> list[WrittenFile]:
@@ -300,7 +354,7 @@ def sorted_schema() -> tuple[StructType, pa.Schema]:
 def written_files(rows: list[Row]) -> list[WrittenFile]:
     """The data files among a single-pass job's output rows (``kind`` ``file``)."""
     return [
-        WrittenFile(str(r["file_path"]), int(r["file_size"]), int(r["file_records"]), str(r["file_partition"]))
+        WrittenFile(str(r["file_path"]), int(r["file_size"]), int(r["file_records"]), str(r["file_content"]))
         for r in rows
         if r["kind"] == "file"
     ]
@@ -366,32 +420,30 @@ def _commit(update: Any, add: Any, data_files: list[Any], properties: Mapping[st
 
 
 def _java_data_files(spark: SparkSession, java_table: Any, files: list[WrittenFile]) -> list[Any]:
-    """``files`` as Iceberg ``DataFile``s of ``java_table``'s current partition spec.
+    """``files`` as Iceberg ``DataFile``s of ``java_table``, parsed from the JSON the tasks wrote.
 
-    Column metrics come from each file's footer, read by Iceberg with the table's metrics config,
-    so they are what Spark's writer would have recorded. The footers are read concurrently: each
-    is a round trip to the object store, and a batch writes up to partitions x tasks files.
+    The tasks' column metrics are pyiceberg's, read from the footer each task had just written,
+    where the table's metrics config is one pyiceberg applies as Java does (:func:`metrics_as_java`);
+    a file without them is a wide or nested table's, whose footers Iceberg reads here with the
+    table's metrics config, concurrently: each is a round trip to the object store.
     """
     iceberg = spark._jvm.org.apache.iceberg  # type: ignore[union-attr]
-    config = iceberg.MetricsConfig.forTable(java_table)
-    spec = java_table.spec()
-    io = java_table.io()
+    spec, mapper = java_table.spec(), iceberg.util.JsonUtil.mapper()
+    parsed = [iceberg.ContentFileParser.fromJson(mapper.readTree(f.content), spec) for f in files]
+    footers = [i for i, f in enumerate(parsed) if f.valueCounts() is None]
+    if not footers:
+        return parsed
+    config, io = iceberg.MetricsConfig.forTable(java_table), java_table.io()
 
-    def footer_metrics(f: WrittenFile) -> Any:
-        return iceberg.parquet.ParquetUtil.fileMetrics(io.newInputFile(f.path, f.size), config)
+    def footer_metrics(i: int) -> Any:
+        return iceberg.parquet.ParquetUtil.fileMetrics(io.newInputFile(files[i].path, files[i].size), config)
 
-    if len(files) > 1:
-        every_metrics = list(_footer_readers().map(footer_metrics, files))
-    else:
-        every_metrics = [footer_metrics(f) for f in files]
-    out = []
-    for f, metrics in zip(files, every_metrics, strict=True):
-        builder = iceberg.DataFiles.builder(spec).withPath(f.path).withFileSizeInBytes(f.size)
-        builder = builder.withFormat("PARQUET").withMetrics(metrics)
-        if f.partition:
-            builder = builder.withPartitionValues(json.loads(f.partition))
-        out.append(builder.build())
-    return out
+    every_metrics = (
+        list(_footer_readers().map(footer_metrics, footers)) if len(footers) > 1 else [footer_metrics(footers[0])]
+    )
+    for i, metrics in zip(footers, every_metrics, strict=True):
+        parsed[i] = iceberg.DataFiles.builder(spec).copy(parsed[i]).withMetrics(metrics).build()
+    return parsed
 
 
 _readers: list[ThreadPoolExecutor] = []
