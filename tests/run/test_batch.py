@@ -320,23 +320,28 @@ def _process_batches(spark: Any, processor: BatchProcessor, batches: list[list[M
         )  # fmt: skip
 
 
-@pytest.mark.parametrize("include_headers", [False, True])
+@pytest.mark.parametrize("case", ["few left", "many left", "include_headers"])
 def test_decoder_auto_writes_json_where_it_parses_it_and_backs_off_where_it_does_not_pay(
-    spark, files_catalog, caplog, monkeypatch, include_headers
+    spark, files_catalog, caplog, monkeypatch, case
 ):
     """Issue 20: ``decoder: auto`` is the Arrow decoder where the single pass writes what it parses.
 
-    A batch with a record Arrow leaves to Spark's decoder takes a second job: the batches after it
-    take Spark's decoder. With ``include_headers`` the headers map is Spark SQL's to build, so
-    Arrow cannot write the rows. Either way the first batch against each table schema is planned
-    with Spark's decoder only (the columns and checks are the same with both; Arrow's plan is Spark's
-    plus its own pass), and later ones reuse the shape or go straight to Spark's decoder.
+    A batch with records Arrow leaves to Spark's decoder sorts them on the driver when they are few;
+    beyond that (``many left``: the limit set to none) they take a job of Python tasks, and the
+    batches after it take Spark's decoder. With ``include_headers`` the headers map is Spark SQL's
+    to build, so Arrow cannot write the rows. Either way the first batch against each table schema
+    is planned with Spark's decoder only (the columns and checks are the same with both; Arrow's plan
+    is Spark's plus its own pass), and later ones reuse the shape or go straight to Spark's decoder.
     """
     from benchmarks.stages import BATCH, profiled
 
+    from kafka_iceberg.write import certified as certified_module
+
+    if case == "many left":
+        monkeypatch.setattr(certified_module, "FEW_FAILURES", 0)
     decoders = _traced_decoders(monkeypatch)
     ns = f"bp_{uuid.uuid4().hex[:8]}"
-    source = {"topics": ["t"], "format": "json", "include_headers": include_headers}
+    source = {"topics": ["t"], "format": "json", "include_headers": case == "include_headers"}
     table = spec(ns, source=source, schema=None, expectations={}, write={"engine": "arrow"})
     processor = BatchProcessor(spark, "unit", table, files_catalog)
     caplog.set_level("INFO", logger="kafka_iceberg")
@@ -347,17 +352,19 @@ def test_decoder_auto_writes_json_where_it_parses_it_and_backs_off_where_it_does
     # The jobs that write, where parsed or not, are the single pass's, not "the rest of the batch"
     # (results.md counted the job writing where parsed there until stop 31).
     single = "single pass (decode, checks, data files)"
-    assert profile.calls[single] == (4 if include_headers else 5), dict(profile.calls)
+    assert profile.calls[single] == (4 if case == "include_headers" else 5), dict(profile.calls)
     assert profile.jobs[single] >= profile.calls[single] and profile.jobs.get(BATCH, 0) == 0, dict(profile.jobs)
     values = sorted(r["value"] for r in spark.table(f"{files_catalog}.{ns}.events").collect())
     assert values == sorted([m.value for m in clean] * len(batches))
     where_parsed = [r for r in caplog.records if "written where parsed" in r.getMessage()]
     # Decode plans are kept per table schema: the first batch's (no table yet) and the later ones'.
     # Spark's plan gives each its shape; an Arrow plan is never built.
-    if include_headers:
+    if case == "include_headers":
         assert not where_parsed and decoders == ["spark", "spark", None, None]
-    else:  # the third batch's bad record went to Spark's decoder; the fourth batch backed off
+    elif case == "many left":  # the third batch's bad record went to Spark's decoder; the fourth batch backed off
         assert len(where_parsed) == 3 and decoders == ["spark", "spark", "spark", None]
+    else:  # the third batch's bad record was sorted on the driver; the fourth batch is Arrow's again
+        assert len(where_parsed) == 4 and decoders == ["spark", "spark", "spark"]
 
 
 def test_decoder_arrow_where_it_cannot_write_what_it_parses_plans_each_batch_once(spark, files_catalog, monkeypatch):
@@ -613,3 +620,58 @@ def test_records_left_to_spark_count_and_advance_the_offsets_without_a_job_of_th
     assert (report.records_in, report.records_written, report.records_failed) == (7, 5, 2)
     assert processor.writer.last_commit(STREAM).offsets == {"t": {0: 5, 1: 2}}
     assert found == []
+
+
+@pytest.mark.parametrize("limit", ["FEW_FAILURES", "FEW_FAILURE_BYTES"])
+def test_few_records_left_to_spark_are_sorted_and_written_by_the_driver_as_python_tasks_would(
+    spark, files_catalog, monkeypatch, limit
+):
+    """Records the Arrow decoder leaves to Spark, when few, are decoded and checked by Spark's decoder
+    in a job of no Python tasks; the driver sorts them and writes those it keeps (a job of Python tasks
+    cost 0.2-0.4 s a batch for a few hundred). Over either limit (records, bytes: error routing's, set
+    to 1 here) they take that job as before. Both ways
+    give the same rows, the same quarantined records with the same reasons, the same counts: a record
+    Spark writes (surrounding whitespace), bad JSON, a violated quarantine rule."""
+    from pyiceberg.table import StaticTable
+    from pyspark.sql import DataFrame
+
+    from kafka_iceberg.write import certified as certified_module
+    from kafka_iceberg.write.jvm import IcebergTable
+
+    def pyiceberg_rows(identifier: str, *columns: str) -> list[tuple[Any, ...]]:
+        table = StaticTable.from_metadata(IcebergTable(spark, identifier).refresh().metadata_location())
+        return sorted(tuple(r[c] for c in columns) for r in table.scan().to_arrow().to_pylist())
+
+    tasks: list[str] = []
+    map_in_arrow = DataFrame.mapInArrow
+    monkeypatch.setattr(
+        DataFrame, "mapInArrow", lambda self, *a, **k: tasks.append("job") or map_in_arrow(self, *a, **k)
+    )
+    messages = [*MESSAGES, Msg(None, ' {"id": 4, "note": "d"}')]  # leading space: Spark's decoder, which keeps it
+    messages = [Msg(m.key, m.value, offset=i) for i, m in enumerate(messages)]
+    outcomes = {}
+    for few in (True, False):
+        if not few:
+            monkeypatch.setattr(certified_module, limit, 1)  # two records are left: over the limit
+        tasks.clear()
+        ns = f"bp_{uuid.uuid4().hex[:8]}"
+        source = {"topics": ["t"], "format": "flatten", "decoder": "arrow"}
+        processor = BatchProcessor(spark, "unit", spec(ns, source=source, write={"engine": "arrow"}), files_catalog)
+        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
+        report = processor.process(raw, batch_id=0, stream=STREAM, offsets={"t": {0: len(messages)}})
+        assert tasks == (["job"] if few else ["job", "job"])  # the tasks that parse, then those sorting what they left
+        rows = pyiceberg_rows(f"{files_catalog}.{ns}.events", "id", "note", "offset")
+        assert [r[0] for r in rows] == [1, 2, 3, 4]
+        quarantined = pyiceberg_rows(
+            f"{files_catalog}.{ns}.events_quarantine",
+            "offset",
+            "value",
+            "_error",
+            "_error_stage",
+            "_decoded",
+            "timestamp",
+        )
+        assert [(q[0], q[3]) for q in quarantined] == [(1, "decode"), (3, "expectation:positive")]
+        counts = (report.records_in, report.records_written, report.records_quarantined, report.records_failed)
+        outcomes[few] = (counts, rows, quarantined, processor.writer.last_commit(STREAM).offsets)
+    assert outcomes[True] == outcomes[False]

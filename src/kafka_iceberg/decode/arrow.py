@@ -66,9 +66,9 @@ AUTO_ARROW: frozenset[str] = frozenset()
 # numbers were converted there (stop 35, focused runs on clean topics: flatten 1.65x, csv 1.48x
 # small and 1.01x large).
 AUTO_ARROW_WHERE_PARSED = frozenset({"json", "flatten", "csv"})
-# Batches ``auto`` decodes with Spark's decoder after one whose records Arrow did not all certify
-# (bad records, or ones it leaves to Spark): such a batch takes a second, small Spark job, and on
-# topics with 0.5 % bad records that made whole runs 0.77-0.93x Spark's decoder.
+# Batches ``auto`` decodes with Spark's decoder after one that left Arrow's uncertified records to a
+# second job of Python tasks (more than the driver sorts itself, write/certified.py ``few_left``): on
+# topics with 0.5 % bad records that job made whole runs 0.77-0.93x Spark's decoder.
 AUTO_ARROW_BACKOFF = 10
 # Column types the Arrow writer converts from a flatten record's JSON text where it parses it
 # (write/certified.py, :func:`convert_text`); Spark converts them everywhere else.

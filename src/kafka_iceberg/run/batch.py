@@ -585,9 +585,10 @@ class BatchProcessor:
         The decoder is None for the one ``source.decoder`` names (``auto`` without a choice: Spark's).
 
         ``decoder: auto`` tries the Arrow decoder where it may write what it parses, and remembers per
-        table schema where it may not. A batch that left records to Spark's decoder took a second
-        job, which made whole runs slower than Spark's decoder alone (docs/decode.md, "Measured"): the
-        next :data:`AUTO_ARROW_BACKOFF` batches take Spark's decoder, then Arrow is tried again.
+        table schema where it may not. A batch that left more records to Spark's decoder than the
+        driver sorts itself took a second job of Python tasks, which made whole runs slower than
+        Spark's decoder alone (docs/decode.md, "Measured"): the next :data:`AUTO_ARROW_BACKOFF`
+        batches take Spark's decoder, then Arrow is tried again.
         """
         auto = self.spec.source.decoder == "auto"
         if auto and self._spark_batches > 0:
@@ -610,7 +611,10 @@ class BatchProcessor:
         table_schema: StructType | None,
         persist: Any,
     ) -> SortedBatch:
-        """Certified records written by the tasks that parse them; the others through Spark's decoder."""
+        """Certified records written by the tasks that parse them; the others through Spark's decoder.
+
+        The others, when few, are sorted (and any Spark's decoder keeps written) on the driver.
+        """
         pt = pt_value(self.spec.partition_window, flush_time)
         parsed = self.writer.write_where_parsed(
             kafka_frame(raw), shape.layout.reading_nested(self._nested), pt=pt, rules=shape.rules, persist=persist
@@ -618,12 +622,13 @@ class BatchProcessor:
         self._nested |= parsed.nested
         if parsed.left is None:
             return SortedBatch(parsed.files, [], [], parsed.stats)
-        if self.spec.source.decoder == "auto":
+        if self.spec.source.decoder == "auto" and not parsed.few_left:
             self._spark_batches = AUTO_ARROW_BACKOFF
         rest = decode(
             parsed.left, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder="spark"
         )
-        written = self.writer.write_sorted(self._labelled(rest, table_schema)[0], shape.labels)
+        labelled = self._labelled(rest, table_schema)[0]
+        written = self.writer.write_sorted(labelled, shape.labels, on_driver=parsed.few_left)
         stats = merged_stats([parsed.stats, written.stats], len(shape.labels.rules))
         return SortedBatch(parsed.files + written.files, written.errors, written.quarantined, stats)
 

@@ -370,15 +370,24 @@ class SortedBatch:
     stats: dict[str, Any]  # checks.labels.merged_stats
 
 
-def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels) -> SortedBatch:
-    """Run :func:`write_sorted` over ``frame`` (its row columns aligned to the table); one Spark job."""
+def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels, *, on_driver: bool = False) -> SortedBatch:
+    """Run :func:`write_sorted` over ``frame`` (its row columns aligned to the table); one Spark job.
+
+    ``on_driver``: ``frame`` holds few rows (the records the Arrow decoder left to Spark's): Spark's
+    job only computes them, brought back as Arrow, and :func:`write_sorted` runs here. A job of
+    Python tasks costs 0.2-0.4 s whatever it carries (benchmarks/fixes.md, stop 55).
+    """
     import functools
 
     from pyspark.sql import Row
 
     struct, arrow = sorted_schema()
-    task = functools.partial(write_sorted, target=target, labels=labels, schema=arrow)
-    out = frame.mapInArrow(task, struct).collect()
+    if on_driver:
+        batches = write_sorted(iter(_arrow_batches(frame)), target, labels, arrow)
+        out: list[Any] = [row for batch in batches for row in batch.to_pylist()]
+    else:
+        task = functools.partial(write_sorted, target=target, labels=labels, schema=arrow)
+        out = frame.mapInArrow(task, struct).collect()
     files = written_files(out)
     kept = {
         kind: [Row(**{c: r[c] for c in ERROR_COLUMNS}) for r in out if r["kind"] == kind]
@@ -386,6 +395,14 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels) -> Sort
     }
     stats = merged_stats([json.loads(r["stats"]) for r in out if r["kind"] == "stats"], len(labels.rules))
     return SortedBatch(files, kept["error"], kept["quarantine"], stats)
+
+
+def _arrow_batches(frame: DataFrame) -> list[pa.RecordBatch]:
+    """``frame`` collected as Arrow record batches, in the types ``mapInArrow`` hands its tasks."""
+    to_arrow = getattr(frame, "toArrow", None)  # public from Spark 4.0
+    if to_arrow is not None:
+        return list(to_arrow().to_batches())
+    return list(frame._collect_as_arrow())  # Spark 3.5's (toPandas' own path)
 
 
 def append_files(spark: SparkSession, java_table: Any, files: list[WrittenFile], properties: Mapping[str, str]) -> None:

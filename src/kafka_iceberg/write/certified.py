@@ -40,7 +40,7 @@ from kafka_iceberg.checks.arrow_rules import Rule, holds
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
 from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.decode.schemaful import Codec, Readers, decoded_fields, unseen_ids
-from kafka_iceberg.records import TOMBSTONE_COLUMN
+from kafka_iceberg.records import FEW_FAILURE_BYTES, FEW_FAILURES, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
 from kafka_iceberg.spec.model import TableSpec
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _LEFT = "left"  # a record the task did not certify, in the Kafka shape, for Spark's decoder
+_LEFT_BYTES = "left_bytes"  # in a task's counts: the Arrow size of the records it left
 _UNSEEN = "unseen"  # in a task's counts: schema ids its codec did not know
 _NESTED = "nested"  # in a task's counts: flatten string columns it found an object or array in
 _KAFKA_SHAPE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
@@ -229,16 +230,23 @@ def _certify(
 
 
 def _stats(
-    certified: int, violations: list[int], offsets: list[Any], left: int, *, unseen: set[int], nested: set[str]
+    certified: int,
+    violations: list[int],
+    offsets: list[Any],
+    left: list[pa.RecordBatch],
+    *,
+    unseen: set[int],
+    nested: set[str],
 ) -> dict[str, Any]:
     """A task's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`' shape), plus what the driver learns.
 
-    ``left``: how many records were left to Spark; ``unseen``: schema ids the codec did not know;
-    ``nested``: flatten string columns found holding objects or arrays.
+    ``left``: the records left to Spark (counted, and their size); ``unseen``: schema ids the codec
+    did not know; ``nested``: flatten string columns found holding objects or arrays.
     """
     stats = {"in": certified, "decoded": certified, "violations": violations, "quarantined": 0}
     stats["first"] = [None] * len(violations)  # a record violating a fail rule is left to Spark
-    stats |= {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: left}
+    stats |= {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: sum(b.num_rows for b in left)}
+    stats[_LEFT_BYTES] = sum(b.nbytes for b in left)
     return stats | {_UNSEEN: sorted(unseen), _NESTED: sorted(nested)}
 
 
@@ -284,7 +292,7 @@ def write_parsed(
             {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
             for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
         ]
-    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left), unseen=unseen, nested=nested)
+    stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested)
     out.append({"kind": "stats", "stats": json.dumps(stats)})
     yield pa.RecordBatch.from_pylist(out, schema=schema)
     for batch in left:
@@ -328,7 +336,7 @@ def rows_parsed(
         if done.certified.num_rows:
             rows = dict(zip(names, (done.columns[c] for c in columns), strict=True))
             yield _kind_rows("row", done.certified.num_rows, schema, rows)
-    stats = _stats(certified, violations, offsets, sum(b.num_rows for b in left), unseen=set(), nested=nested)
+    stats = _stats(certified, violations, offsets, left, unseen=set(), nested=nested)
     yield pa.RecordBatch.from_pylist([{"kind": "stats", "stats": json.dumps(stats)}], schema=schema)
     for batch in left:
         yield _left_rows(batch, schema)
@@ -376,6 +384,12 @@ class ParsedBatch:
     left_count: int  # how many
     unseen: frozenset[int] = frozenset()  # schema ids the codec did not know (their records are in ``left``)
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
+    left_bytes: int = 0  # their size in Arrow
+
+    @property
+    def few_left(self) -> bool:
+        """Whether the records left are few enough to be brought to the driver, as error routing brings its."""
+        return self.left_count <= FEW_FAILURES and self.left_bytes <= FEW_FAILURE_BYTES
 
 
 def write_where_parsed(
@@ -400,7 +414,7 @@ def write_where_parsed(
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, left = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
     unseen, nested = frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED))
-    return ParsedBatch(written_files(head), stats, rest, left, unseen, nested)
+    return ParsedBatch(written_files(head), stats, rest, left, unseen, nested, stats.pop(_LEFT_BYTES))
 
 
 @dataclass(frozen=True)
@@ -449,6 +463,7 @@ def rows_where_parsed(
     head = out.where("kind = 'stats'").collect()
     stats, rest, left = _counts(spec, out, head, len(rules), "parsed for the MERGE")
     stats.pop(_UNSEEN)  # the Arrow decoder reads no schema ids
+    stats.pop(_LEFT_BYTES)
     rows = out.where("kind = 'row'").select(
         *[F.col(_row(i)).alias(f.name) for i, f in enumerate(columns)], F.lit(False).alias(TOMBSTONE_COLUMN)
     )
@@ -474,9 +489,10 @@ def _counts(
 
     parts = [json.loads(r["stats"]) for r in stats_rows]
     left = sum(int(p.pop(_LEFT)) for p in parts)
+    left_bytes = sum(int(p.pop(_LEFT_BYTES)) for p in parts)
     unseen = {i for p in parts for i in p.pop(_UNSEEN)}
     nested = {name for p in parts for name in p.pop(_NESTED)}
     rest = out.where(f"kind = '{_LEFT}'").select(*_KAFKA_SHAPE) if left else None
-    stats = merged_stats(parts, rules) | {_UNSEEN: sorted(unseen), _NESTED: sorted(nested)}
+    stats = merged_stats(parts, rules) | {_UNSEEN: sorted(unseen), _NESTED: sorted(nested), _LEFT_BYTES: left_bytes}
     log.info("table %s: %d records %s where parsed, %d left to Spark", spec.identifier, stats["in"], done, left)
     return stats, rest, left

@@ -401,18 +401,20 @@ class TableWriter:
         data = modes.aligned(modes.drop_internal(rows), table.schema())
         return write_frame(data, self._target(table))
 
-    def write_sorted(self, frame: DataFrame, labels: Labels) -> SortedBatch:
+    def write_sorted(self, frame: DataFrame, labels: Labels, *, on_driver: bool = False) -> SortedBatch:
         """The single pass's one Spark job: ``frame`` sorted, its rows written as data files, the rest brought back.
 
         ``frame`` is :func:`~kafka_iceberg.checks.labels.check_columns`' output. The files are not
         committed (:meth:`commit` with ``written``). The table must exist with the batch's columns
-        (:meth:`plan`, :meth:`apply`).
+        (:meth:`plan`, :meth:`apply`). ``on_driver``: ``frame`` is small, sorted and written by
+        this process (:func:`~kafka_iceberg.write.arrow_files.sort_and_write`).
         """
         table = self._table()
         schema = table.schema()
         internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
         data = modes.aligned(frame, schema, keep=internal)
-        return sort_and_write(data, self._target(table), replace(labels, carry=tuple(schema.names)))
+        labels = replace(labels, carry=tuple(schema.names))
+        return sort_and_write(data, self._target(table), labels, on_driver=on_driver)
 
     def write_where_parsed(
         self, frame: DataFrame, parser: Parser, *, pt: str | None, rules: list[Rule], persist: Any
