@@ -117,23 +117,26 @@ def test_a_bad_record_costs_only_itself(run, fmt, bad):
 
 def test_a_bad_record_far_into_a_batch_is_reparsed_with_part_of_its_block_only(monkeypatch):
     """JSON is read in blocks and the blocks before a failing one are kept: the rows a failed read
-    throws away are at most those of the bad record's block, not everything before it."""
+    throws away are at most those of the bad record's block, not everything before it. Blocks are
+    large until the first failure (a clean batch reads fastest so), small after it."""
     from kafka_iceberg.decode import arrow
 
     rng = random.Random(3)
-    values = [flat_doc(rng, i) for i in range(4000)]  # about 0.6 MB: ten blocks and more
-    bad = [700, 1900, 1901, 3500]
+    values = [flat_doc(rng, i) for i in range(12000)]  # about 1.8 MB: two large blocks, many small ones
+    bad = [9000, 9900, 9901, 11500]  # the first in the second large block
     for i in bad:
         values[i] = values[i].replace(b'":', b'" ', 1)  # braces intact: only the parse finds it
     thrown_away: list[int] = []
+    blocks: list[int] = []
     reader_of = arrow._reader
 
     def counting(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
         read = reader_of(layout, nested)
 
-        def counted(buffer: pa.Buffer) -> Any:
+        def counted(buffer: pa.Buffer, block: int) -> Any:
+            blocks.append(block)
             try:
-                return read(buffer)
+                return read(buffer, block)
             except Exception as exc:  # the rows read before the bad one that the caller cannot keep
                 match = arrow._ROW.search(str(getattr(exc, "cause", exc)))
                 kept = exc.rows if isinstance(exc, arrow._PartialParse) else 0
@@ -148,9 +151,12 @@ def test_a_bad_record_far_into_a_batch_is_reparsed_with_part_of_its_block_only(m
     checked = certify_batch(batch, Layout(fmt="json", source="value"))
     ok = checked.column(arrow.OK).to_pylist()
     assert [i for i, v in enumerate(ok) if not v] == bad
-    per_block = arrow._JSON_BLOCK // min(len(v) for v in values) + 1
-    assert thrown_away and max(thrown_away) <= per_block, thrown_away
-    assert sum(thrown_away) < len(values) // 4  # one read in a single block threw away 700 + 1200 + ...
+    assert blocks[0] == arrow._JSON_FIRST_BLOCK and set(blocks[1:]) == {arrow._JSON_BLOCK}
+    shortest = min(len(v) for v in values)
+    per_first_block, per_block = arrow._JSON_FIRST_BLOCK // shortest + 1, arrow._JSON_BLOCK // shortest + 1
+    assert len(thrown_away) > 1 and thrown_away[0] <= per_first_block, thrown_away
+    assert max(thrown_away[1:]) <= per_block, thrown_away
+    assert sum(thrown_away) < bad[0]  # one read in a single block threw away 9000 + 900 + ...
 
 
 def test_a_failing_block_after_blocks_that_cannot_be_kept_marks_no_innocent_record():

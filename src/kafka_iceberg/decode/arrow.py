@@ -10,8 +10,9 @@ parsers could disagree (the pre-checks below). Every other record — bad, unusu
 uncertain — is decoded by the Spark decoder, so error rows and reasons have one implementation.
 A buffer Arrow cannot parse as a whole is split around the row its error names (or in halves
 when it names none) until the records it cannot parse are isolated. JSON is read in blocks of
-``_JSON_BLOCK`` bytes and the blocks read before a failing one are kept, so a bad record costs
-one extra parse of part of its block, not of everything before it.
+``_JSON_FIRST_BLOCK`` bytes until a parse fails, then of ``_JSON_BLOCK``; the blocks read before a
+failing one are kept, so a bad record costs one extra parse of part of its block, not of
+everything before it.
 
 What is certified (everything else takes the Spark path):
 - json: one JSON object per message, written without surrounding whitespace, without line
@@ -95,6 +96,10 @@ _MAX_FAILURES = 8  # failed parses per batch (plus one per 100 records) before t
 # JSON read block: what a parse failure costs again. At the benchmark's 0.25 % unparsable records
 # (a few hundred KB apart), reading a span in one block re-parsed about all of it once more.
 _JSON_BLOCK = 64 << 10
+# ... and until a batch's first failure: Arrow's reader has a cost per block, so the 64 KB blocks
+# made a clean 14 MB parse 1.2-1.5x slower than 1 MB ones (flatten, small and large documents).
+# The first failure costs at most one such block again.
+_JSON_FIRST_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -306,11 +311,18 @@ def certify_batch(batch: pa.RecordBatch, layout: Layout) -> pa.RecordBatch:
             if name in texts:
                 columns[i] = [texts[name]]
 
-    position = np.full(n, -1, dtype=np.int64)  # record → its row among the candidates
-    position[picked] = np.arange(len(picked))
-    index = pa.array(position, mask=position < 0)
-    out = [*batch.columns, pa.array(ok).take(index).fill_null(False)]
-    out += [pa.concat_arrays([pa.nulls(0, t), *parts]).take(index) for t, parts in zip(types, columns, strict=True)]
+    parsed = [
+        parts[0] if len(parts) == 1 else pa.concat_arrays([pa.nulls(0, t), *parts])
+        for t, parts in zip(types, columns, strict=True)
+    ]
+    out = [*batch.columns]
+    if len(picked) == n:  # every record a candidate: the rows are the records already (no copy)
+        out += [pa.array(ok), *parsed]
+    else:
+        position = np.full(n, -1, dtype=np.int64)  # record → its row among the candidates
+        position[picked] = np.arange(len(picked))
+        index = pa.array(position, mask=position < 0)
+        out += [pa.array(ok).take(index).fill_null(False), *(column.take(index) for column in parsed)]
     names = [*batch.schema.names, OK, *[f"_ki_a{i}" for i in range(len(layout.columns))]]
     return pa.RecordBatch.from_arrays(out, names=names, metadata={_NESTED_KEY: json.dumps(nested)})
 
@@ -640,7 +652,8 @@ def _parse(candidates: pa.Array, layout: Layout, nested: tuple[str, ...] = ()) -
             continue
         bad_row: int | None = None
         try:
-            table, ok = reader(data.slice(int(starts[lo]), int(ends[hi - 1] - starts[lo])))
+            block = _JSON_FIRST_BLOCK if failures == 0 else _JSON_BLOCK
+            table, ok = reader(data.slice(int(starts[lo]), int(ends[hi - 1] - starts[lo])), block)
         except _PartialParse as partial:  # the blocks before the failing one are read: keep them
             table, ok, match = None, None, _ROW.search(str(partial.cause))
             if match and partial.rows > 0 and partial.rows + int(match.group(1)) < hi - lo:
@@ -666,7 +679,7 @@ def _parse(candidates: pa.Array, layout: Layout, nested: tuple[str, ...] = ()) -
 
 
 def _reader(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
-    """A function parsing a buffer of lines: (table, which of its rows passed).
+    """A function parsing a buffer of lines in blocks of a given size (JSON): (table, which of its rows passed).
 
     ``nested``: flatten columns the parse skips (with any other unknown key: :func:`_nested_values`
     has checked the keys of every candidate it lets through).
@@ -685,7 +698,7 @@ def _reader(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
             quoted_strings_can_be_null=True,
         )
 
-        def read_csv(buffer: pa.Buffer) -> tuple[pa.Table, Any]:
+        def read_csv(buffer: pa.Buffer, _block: int = 0) -> tuple[pa.Table, Any]:  # one block: the whole buffer
             skipped: list[int] = []
 
             def invalid(row: Any) -> str:
@@ -719,9 +732,9 @@ def _reader(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
     # Unknown keys are inferred rather than refused: an error would not say which row holds one.
     options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer" if strict else "ignore")
 
-    def read_json(buffer: pa.Buffer) -> tuple[pa.Table, Any]:
+    def read_json(buffer: pa.Buffer, block: int = _JSON_BLOCK) -> tuple[pa.Table, Any]:
         # Blocks one after the other: an error's row counts from the start of its block.
-        read = pjson.ReadOptions(use_threads=False, block_size=_JSON_BLOCK)
+        read = pjson.ReadOptions(use_threads=False, block_size=block)
         batches: list[pa.RecordBatch] = []
         try:
             for batch in pjson.open_json(pa.BufferReader(buffer), read_options=read, parse_options=options):
