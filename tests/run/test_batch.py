@@ -629,9 +629,9 @@ def test_few_records_left_to_spark_are_sorted_and_written_by_the_driver_as_pytho
     """Records the Arrow decoder leaves to Spark, when few, are decoded and checked by Spark's decoder
     in a job of no Python tasks; the driver sorts them and writes those it keeps (a job of Python tasks
     cost 0.2-0.4 s a batch for a few hundred). Over either limit (records, bytes: error routing's, set
-    to 1 here) they take that job as before. Both ways
-    give the same rows, the same quarantined records with the same reasons, the same counts: a record
-    Spark writes (surrounding whitespace), bad JSON, a violated quarantine rule."""
+    to 1 here) they take that job as before. Both ways give the same rows, the same quarantined
+    records with the same reasons, the same counts: a record Spark writes (surrounding whitespace),
+    bad JSON, a violated quarantine rule."""
     from pyiceberg.table import StaticTable
     from pyspark.sql import DataFrame
 

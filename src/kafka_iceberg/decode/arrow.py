@@ -698,7 +698,7 @@ def _reader(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
             quoted_strings_can_be_null=True,
         )
 
-        def read_csv(buffer: pa.Buffer, _block: int = 0) -> tuple[pa.Table, Any]:  # one block: the whole buffer
+        def read_csv(buffer: pa.Buffer, _block: int) -> tuple[pa.Table, Any]:  # one block: the whole buffer
             skipped: list[int] = []
 
             def invalid(row: Any) -> str:
@@ -732,7 +732,7 @@ def _reader(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
     # Unknown keys are inferred rather than refused: an error would not say which row holds one.
     options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer" if strict else "ignore")
 
-    def read_json(buffer: pa.Buffer, block: int = _JSON_BLOCK) -> tuple[pa.Table, Any]:
+    def read_json(buffer: pa.Buffer, block: int) -> tuple[pa.Table, Any]:
         # Blocks one after the other: an error's row counts from the start of its block.
         read = pjson.ReadOptions(use_threads=False, block_size=block)
         batches: list[pa.RecordBatch] = []
