@@ -36,6 +36,8 @@ _TARGETS = (
     ("kafka_iceberg.run.batch", "batch_offsets", "batch offsets"),
     # An upsert's rows made where the Arrow decoder parses them, before Spark's decoder and the MERGE.
     ("kafka_iceberg.run.batch", "rows_where_parsed", "upsert rows made where parsed (decode, checks)"),
+    # The few records those tasks left, decoded by Spark and sorted on the driver (one Spark job).
+    ("kafka_iceberg.run.batch", "sort_on_driver", "upsert records left, sorted on the driver"),
 )
 UNGROUPED = "(no job group: Spark write inside the commit callback)"
 

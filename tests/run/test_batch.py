@@ -566,6 +566,77 @@ def test_an_upsert_batch_the_arrow_decoder_certifies_whole_is_merged_without_spa
     assert reports["auto"] == reports["spark"] == [(6, 3, {"positive": 6})] * 2  # three keys written per batch
 
 
+def test_an_upserts_records_left_to_spark_are_sorted_on_the_driver_when_few(spark, files_catalog, monkeypatch):
+    """Issue 20 (stop 57): the records an upsert's Arrow pass leaves to Spark, when few, are decoded
+    by Spark's decoder and sorted on the driver in one Spark job (run/batch.py, ``_merge_few_left``),
+    with no step-by-step job over them; when many, the step-by-step path takes them. Either way the
+    table (read through pyiceberg), the quarantine rows with their reasons and every batch's counts
+    are those of ``decoder: spark``: a decode error, a rule's violation, a null key, a tombstone and
+    a record only Spark's decoder reads (a nested value with spaces), among keys updated across batches."""
+    from kafka_iceberg.write import certified
+    from tests.write.conftest import files_table
+
+    calls: dict[str, list[int]] = {"checked": [], "driver": []}
+    step_by_step, on_driver = BatchProcessor._checked, batch_module.sort_on_driver
+
+    def checked(self: BatchProcessor, raw: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["checked"].append(raw.count())
+        return step_by_step(self, raw, *args, **kwargs)
+
+    def sorted_here(*args: Any, **kwargs: Any) -> Any:
+        out = on_driver(*args, **kwargs)
+        calls["driver"].append(out[1].stats["in"])
+        return out
+
+    monkeypatch.setattr(BatchProcessor, "_checked", checked)
+    monkeypatch.setattr(batch_module, "sort_on_driver", sorted_here)
+
+    def doc(**fields: Any) -> str:
+        return json.dumps(fields, separators=(",", ":"))  # compact: as Jackson prints it, Arrow certifies it
+
+    batches = [
+        [Msg(None, doc(id=1, note="a")), Msg(None, "not json"), Msg(None, doc(id=0, note="zero")),
+         Msg(None, doc(note="no id")), Msg(None, json.dumps({"id": 2, "note": {"n": 1}})),
+         Msg(None, doc(id=3, note="c"))],
+        [Msg(None, doc(id=3, note="c2")), Msg("1", None), Msg(None, doc(id=-4, note="neg")),
+         Msg(None, doc(id=5, note="e"))],
+    ]  # fmt: skip
+    # A record without an id meets the rule: the MERGE's write checks reject it (its key is null).
+    rules = {"positive": {"expr": "id IS NULL OR id > 0", "on_violation": "quarantine"}}
+    tables, quarantined, reports, seen = {}, {}, {}, {}
+    for run, decoder in (("spark", "spark"), ("few", "arrow"), ("many", "arrow")):
+        if run == "many":  # nothing is few: the records left take the step-by-step path
+            monkeypatch.setattr(certified, "FEW_FAILURES", 0)
+        ns = f"bp_{uuid.uuid4().hex[:8]}"
+        source = {"topics": ["t"], "format": "flatten", "decoder": decoder}
+        table = spec(ns, source=source, commit_mode="upsert", key_fields=["id"], expectations=rules)
+        processor = BatchProcessor(spark, "unit", table, files_catalog)
+        calls["checked"].clear(), calls["driver"].clear()
+        reports[run], offset = [], 0
+        for batch_id, messages in enumerate(batches):
+            numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
+            offset += len(messages)
+            raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
+            r = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+            reports[run].append((r.records_in, r.records_written, r.records_quarantined, r.expectations_failed))
+        seen[run] = {k: list(v) for k, v in calls.items()}
+        tables[run] = sorted((r["id"], r["note"]) for r in files_table(processor.writer).scan().to_arrow().to_pylist())
+        q = spark.table(f"{files_catalog}.{ns}.events_quarantine").collect()
+        quarantined[run] = sorted((r["offset"], r["_error_stage"], r["_error"]) for r in q)
+    # Records left per batch: "not json", id 0, no id and the spaced one; the tombstone and id -4.
+    assert seen == {
+        "spark": {"checked": [6, 4], "driver": []},
+        "few": {"checked": [], "driver": [4, 2]},
+        "many": {"checked": [4, 2], "driver": []},
+    }
+    assert tables["few"] == tables["many"] == tables["spark"] == [(2, '{"n":1}'), (3, "c2"), (5, "e")]
+    assert quarantined["few"] == quarantined["many"] == quarantined["spark"]
+    assert [(o, stage) for o, stage, _ in quarantined["spark"]] == [
+        (1, "decode"), (2, "expectation:positive"), (3, "write"), (8, "expectation:positive")
+    ]  # fmt: skip
+    assert reports["few"] == reports["many"] == reports["spark"]
+
+
 def test_an_upsert_auto_backs_off_to_sparks_decoder_after_a_batch_arrow_mostly_left(spark, files_catalog):
     """Issue 20: under ``decoder: auto`` an upsert batch whose records the Arrow decoder mostly leaves
     to Spark (nested values spelled with spaces, which Jackson prints without) makes the next

@@ -62,14 +62,18 @@ def consume_all(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[To
          "isolation.level": "read_committed"}
     )  # fmt: skip
     try:
+        deadline = time.monotonic() + timeout
         meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        # A topic created a moment ago may not have its leader yet (a loaded machine): ask again.
+        while meta is not None and meta.error is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
             return []
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         remaining = {p for p, end in ends.items() if end > 0}
         out: list[TopicRecord] = []
-        deadline = time.monotonic() + timeout
         while remaining and time.monotonic() < deadline:
             for msg in consumer.consume(1000, timeout=0.5):
                 if msg.error() is None:

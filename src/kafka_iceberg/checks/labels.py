@@ -95,6 +95,22 @@ def check_columns(
     return labelled, Labels(rules=rules, carry=carry)
 
 
+def written_rows(labelled: DataFrame, labels: Labels) -> DataFrame:
+    """The rows of ``labelled`` :func:`sort_batch` keeps for the table, as a Spark frame (and their tombstone flag).
+
+    For an upsert's MERGE, whose source is a frame: the same precedence as :func:`sort_batch`
+    (a violated ``fail`` rule fails the batch before anything is written).
+    """
+    from pyspark.sql import functions as F
+
+    kept = ~F.coalesce(F.col(FAILED), F.lit(False)) & F.col(REJECT).isNull()
+    for flag, (_name, _sql, action) in zip(labels.flags, labels.rules, strict=True):
+        if action in ("quarantine", "drop"):
+            kept = kept & F.coalesce(F.col(flag), F.lit(False))
+    tombstone = [TOMBSTONE_COLUMN] if TOMBSTONE_COLUMN in labelled.columns else []
+    return labelled.where(kept).select(*[F.col(c) for c in (*labels.carry, *tombstone)])
+
+
 # -- Python side (runs in Spark's Python workers) --------------------------------------------------
 @dataclass
 class Sorted:

@@ -397,6 +397,24 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels, *, on_d
     return SortedBatch(files, kept["error"], kept["quarantine"], stats)
 
 
+def sort_on_driver(frame: DataFrame, labels: Labels) -> tuple[int, SortedBatch]:
+    """``frame`` (few rows of :func:`~kafka_iceberg.checks.labels.check_columns`' output) sorted here, unwritten.
+
+    One Spark job computes it and brings it back as Arrow. Returns how many rows the table takes
+    (an upsert's MERGE reads them from ``frame``: :func:`~kafka_iceberg.checks.labels.written_rows`)
+    and what leaves the table, with the counts; the batch has no files.
+    """
+    from pyspark.sql import Row
+
+    parts = [sort_batch(batch, labels) for batch in _arrow_batches(frame) if batch.num_rows]
+    kept = {
+        kind: [Row(**{c: r[c] for c in ERROR_COLUMNS}) for p in parts for r in getattr(p, kind)]
+        for kind in ("errors", "quarantined")
+    }
+    stats = merged_stats([p.stats for p in parts], len(labels.rules))
+    return sum(p.rows.num_rows for p in parts), SortedBatch([], kept["errors"], kept["quarantined"], stats)
+
+
 def _arrow_batches(frame: DataFrame) -> list[pa.RecordBatch]:
     """``frame`` collected as Arrow record batches, in the types ``mapInArrow`` hands its tasks."""
     to_arrow = getattr(frame, "toArrow", None)  # public from Spark 4.0

@@ -426,6 +426,12 @@ class ParsedRows:
     left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
     left_count: int  # how many
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
+    left_bytes: int = 0  # their size in Arrow
+
+    @property
+    def few_left(self) -> bool:
+        """Whether the records left are few enough to be brought to the driver, as error routing brings its."""
+        return self.left_count <= FEW_FAILURES and self.left_bytes <= FEW_FAILURE_BYTES
 
 
 def rows_where_parsed(
@@ -463,11 +469,10 @@ def rows_where_parsed(
     head = out.where("kind = 'stats'").collect()
     stats, rest, left = _counts(spec, out, head, len(rules), "parsed for the MERGE")
     stats.pop(_UNSEEN)  # the Arrow decoder reads no schema ids
-    stats.pop(_LEFT_BYTES)
     rows = out.where("kind = 'row'").select(
         *[F.col(_row(i)).alias(f.name) for i, f in enumerate(columns)], F.lit(False).alias(TOMBSTONE_COLUMN)
     )
-    return ParsedRows(rows, stats, rest, left, frozenset(stats.pop(_NESTED)))
+    return ParsedRows(rows, stats, rest, left, frozenset(stats.pop(_NESTED)), stats.pop(_LEFT_BYTES))
 
 
 def _part(frame: DataFrame, spec: TableSpec, pt: str | None, rules: list[Rule]) -> Part:
