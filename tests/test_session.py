@@ -26,6 +26,7 @@ def test_get_spark_reuses_the_active_session(spark):
 
 HUGE_METHOD_LIMIT = "spark.sql.codegen.hugeMethodLimit"
 CACHED_PLANS = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
+CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
 
 @pytest.fixture
@@ -43,13 +44,16 @@ def without_run_defaults(spark):
 
 def test_a_run_gives_its_session_the_defaults_it_has_no_value_for(without_run_defaults):
     spark = without_run_defaults
-    assert apply_run_defaults(spark) == {HUGE_METHOD_LIMIT: "8000", CACHED_PLANS: "false"}
+    assert apply_run_defaults(spark) == {HUGE_METHOD_LIMIT: "8000", CACHED_PLANS: "false", CACHE_COMPRESSED: "false"}
     assert spark.conf.get(HUGE_METHOD_LIMIT) == "8000"
     assert spark.conf.get(CACHED_PLANS) == "false"
+    assert spark.conf.get(CACHE_COMPRESSED) == "false"
     spark.conf.unset(CACHED_PLANS)
     spark.conf.set(HUGE_METHOD_LIMIT, "20000")  # the environment's spark_conf, or the cluster's
+    spark.conf.set(CACHE_COMPRESSED, "true")
     assert apply_run_defaults(spark) == {CACHED_PLANS: "false"}
     assert spark.conf.get(HUGE_METHOD_LIMIT) == "20000"
+    assert spark.conf.get(CACHE_COMPRESSED) == "true"
 
 
 def test_the_session_a_run_opens_has_the_run_defaults(without_run_defaults):

@@ -68,6 +68,10 @@ RUN_DEFAULTS: dict[str, str] = {
     # Arrow decoder left to Spark, 0.25-0.4 s a batch whatever their number. The frames cached here
     # are read again as they are, never repartitioned, so AQE has nothing to change there.
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
+    # A frame cached here lives for one batch and is read once or twice: compressing its columns
+    # costs more than the memory it saves. An upsert's certified rows, cached for the MERGE, took
+    # 0.4-0.6 s a 100,000-record batch more with it (benchmarks/fixes.md, stop 57).
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 
 # A stale or foreign archive is ignored by the JVM; these keep it from saying so on every start.
