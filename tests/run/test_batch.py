@@ -306,14 +306,20 @@ def _traced_decoders(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     return decoders
 
 
-def _process_batches(spark: Any, processor: BatchProcessor, batches: list[list[Msg]], clean: list[Msg]) -> None:
-    """Each batch at the offsets after the last one's: its ``clean`` records written, the others quarantined."""
-    offset = 0
+def _run_batches(spark: Any, processor: BatchProcessor, batches: list[list[Msg]]) -> list[Any]:
+    """Each batch processed at the offsets after the last one's, in partition 0 of ``t``; their reports."""
+    reports, offset = [], 0
     for batch_id, messages in enumerate(batches):
         numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
         offset += len(messages)
         raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
-        report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+        reports.append(processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}}))
+    return reports
+
+
+def _process_batches(spark: Any, processor: BatchProcessor, batches: list[list[Msg]], clean: list[Msg]) -> None:
+    """Each batch at the offsets after the last one's: its ``clean`` records written, the others quarantined."""
+    for messages, report in zip(batches, _run_batches(spark, processor, batches), strict=True):
         bad = len(messages) - len(clean)
         assert (report.records_in, report.records_written, report.records_quarantined) == (
             len(messages), len(clean), bad
@@ -551,13 +557,9 @@ def test_an_upsert_batch_the_arrow_decoder_certifies_whole_is_merged_without_spa
         table = spec(f"bp_{uuid.uuid4().hex[:8]}", source=source, commit_mode="upsert", key_fields=["id"])
         processor = BatchProcessor(spark, "unit", table, files_catalog)
         checked.clear()
-        reports[decoder], offset = [], 0
-        for batch_id, messages in enumerate(batches):
-            numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
-            offset += len(messages)
-            raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
-            report = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
-            reports[decoder].append((report.records_in, report.records_written, report.expectations_passed))
+        reports[decoder] = [
+            (r.records_in, r.records_written, r.expectations_passed) for r in _run_batches(spark, processor, batches)
+        ]
         calls[decoder] = list(checked)
         tables[decoder] = files_table(processor.writer).scan().to_arrow().sort_by("id").to_pylist()
     assert calls == {"auto": [], "spark": [6, 6]}
@@ -612,13 +614,10 @@ def test_an_upserts_records_left_to_spark_are_sorted_on_the_driver_when_few(spar
         table = spec(ns, source=source, commit_mode="upsert", key_fields=["id"], expectations=rules)
         processor = BatchProcessor(spark, "unit", table, files_catalog)
         calls["checked"].clear(), calls["driver"].clear()
-        reports[run], offset = [], 0
-        for batch_id, messages in enumerate(batches):
-            numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
-            offset += len(messages)
-            raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
-            r = processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
-            reports[run].append((r.records_in, r.records_written, r.records_quarantined, r.expectations_failed))
+        reports[run] = [
+            (r.records_in, r.records_written, r.records_quarantined, r.expectations_failed)
+            for r in _run_batches(spark, processor, batches)
+        ]
         seen[run] = {k: list(v) for k, v in calls.items()}
         tables[run] = sorted((r["id"], r["note"]) for r in files_table(processor.writer).scan().to_arrow().to_pylist())
         q = spark.table(f"{files_catalog}.{ns}.events_quarantine").collect()
@@ -657,12 +656,7 @@ def test_an_upsert_auto_backs_off_to_sparks_decoder_after_a_batch_arrow_mostly_l
             return out
 
         patch.setattr(batch_module, "rows_where_parsed", counted)
-        offset = 0
-        for batch_id, messages in enumerate([compact, spaced, compact, compact]):
-            numbered = [Msg(m.key, m.value, offset=offset + i) for i, m in enumerate(messages)]
-            offset += len(messages)
-            raw = spark.createDataFrame(kafka_rows(numbered), KAFKA_SCHEMA)
-            processor.process(raw, batch_id=batch_id, stream=STREAM, offsets={"t": {0: offset}})
+        _run_batches(spark, processor, [compact, spaced, compact, compact])
     assert parsed == [4, 0]  # Arrow took the first batch whole, left the second; the next ones were Spark's
     rows = files_table(processor.writer).scan().to_arrow().sort_by("id").to_pylist()
     assert [(r["id"], r["note"]) for r in rows] == [(i + 1, f"c{i}") for i in range(4)]
