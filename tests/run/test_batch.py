@@ -570,7 +570,7 @@ def test_an_upsert_batch_the_arrow_decoder_certifies_whole_is_merged_without_spa
 
 def test_an_upserts_records_left_to_spark_are_sorted_on_the_driver_when_few(spark, files_catalog, monkeypatch):
     """Issue 20 (stop 57): the records an upsert's Arrow pass leaves to Spark, when few, are decoded
-    by Spark's decoder and sorted on the driver in one Spark job (run/batch.py, ``_merge_few_left``),
+    by Spark's decoder and sorted on the driver in one Spark job (run/batch.py, ``_sorted_here``),
     with no step-by-step job over them; when many, the step-by-step path takes them. Either way the
     table (read through pyiceberg), the quarantine rows with their reasons and every batch's counts
     are those of ``decoder: spark``: a decode error, a rule's violation, a null key, a tombstone and

@@ -42,7 +42,7 @@ from kafka_iceberg.write.marker import DROPPED
 from kafka_iceberg.write.quarantine import QuarantineTable
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.types import StructType
 
     from kafka_iceberg.decode.arrow import Layout
@@ -96,8 +96,9 @@ class _Checked:
 
     offsets: Offsets = field(default_factory=dict)  # past the records read, when asked for
     rows: DataFrame | None = None  # with ``_ki_tombstone``; None when no record was read
-    errors: DataFrame | None = None  # decode errors and write rejections, in the error-row shape
-    quarantined: DataFrame | None = None
+    # decode errors and write rejections, in the error-row shape; rows on the driver when few (_sorted_here)
+    errors: DataFrame | list[Row] | None = None
+    quarantined: DataFrame | list[Row] | None = None
     quarantined_count: int = 0
     passed: dict[str, int] = field(default_factory=dict)  # per expectation
     failed: dict[str, int] = field(default_factory=dict)
@@ -262,10 +263,6 @@ class BatchProcessor:
             return
         flush_time = self.clock()
         parsed = self._parse_for_merge(raw, flush_time=flush_time, table_schema=table_schema, persist=persist)
-        if parsed is not None and parsed.left is not None and parsed.few_left:
-            self._merge_few_left(parsed, batch_id=batch_id, stream=stream, offsets=offsets, report=report,
-                                 flush_time=flush_time, table_schema=table_schema)  # fmt: skip
-            return
         codec, decoded = None, None
         if parsed is None and self._decodes_where_written:
             raw, codec, decoded = self._decode_where_written(raw, flush_time=flush_time, persist=persist)
@@ -273,7 +270,9 @@ class BatchProcessor:
         rest = raw if certified is None else certified.left  # what Spark's decoder reads: None when none is left
         report.records_in = 0 if certified is None else certified.stats["in"]
         checked = _Checked()
-        if rest is not None:
+        if rest is not None and parsed is not None and parsed.few_left:
+            checked = self._sorted_here(rest, flush_time, table_schema, report)
+        elif rest is not None:
             decoder: Literal["spark"] | None = None if parsed is None else "spark"
             # The tasks that left records to Spark counted them and took their offsets.
             checked = self._checked(
@@ -430,46 +429,37 @@ class BatchProcessor:
             self._spark_batches = AUTO_ARROW_BACKOFF  # mostly Spark's to decode: its decoder alone costs less
         return parsed
 
-    def _merge_few_left(
-        self,
-        parsed: ParsedRows,
-        *,
-        batch_id: int,
-        stream: str,
-        offsets: Offsets | None,
-        report: BatchReport,
-        flush_time: dt.datetime,
-        table_schema: StructType | None,
-    ) -> None:
-        """An upsert batch whose tasks left few records to Spark: those checked and sorted on the driver.
+    def _sorted_here(
+        self, rest: DataFrame, flush_time: dt.datetime, table_schema: StructType | None, report: BatchReport
+    ) -> _Checked:
+        """The few records an upsert's tasks left to Spark (``rest``), checked and sorted on the driver.
 
         Spark's decoder and checks label them as the single pass labels its records (:meth:`_labelled`);
-        one Spark job brings them here, sorted into errors, quarantined records and rows. Taking the
-        step-by-step path instead cost an upsert 1.2-1.5 s a batch in jobs over those few records
-        (expectations, rejections, error routing's counts: benchmarks/fixes.md, stop 57). The rows
-        that pass, rarely any, join the MERGE's source as a frame.
+        one Spark job brings them here, sorted into errors, quarantined records and rows. The
+        step-by-step path (:meth:`_checked`) cost an upsert 1.2-1.5 s a batch in jobs over those few
+        records (expectations, rejections, error routing's counts: benchmarks/fixes.md, stop 57).
+        The rows that pass, rarely any, join the MERGE's source as a frame. Adds them to
+        ``report.records_in``.
         """
-        from pyspark.sql.types import StructType
-
-        assert parsed.left is not None
-        rest = decode(
-            parsed.left, self.spec, flush_time=flush_time, known_columns=_known(table_schema),
-            base_dir=self.base_dir, decoder="spark",
+        decoded = decode(
+            rest, self.spec, flush_time=flush_time, known_columns=_known(table_schema), base_dir=self.base_dir,
+            decoder="spark",
         )  # fmt: skip
-        labelled, labels, _ = self._labelled(rest, table_schema, keys=self.spec.key_fields)
+        labelled, labels, _ = self._labelled(decoded, table_schema, keys=self.spec.key_fields)
         kept, left = sort_on_driver(labelled, labels)
-        stats = merged_stats([parsed.stats, left.stats], len(labels.rules))
-        self._count_checks(report, stats, labels)
-        if offsets is None:
-            offsets = merge_offsets(self._offsets, stats["offsets"])
-        rows = parsed.rows
-        if kept:
-            rows = rows.unionByName(written_rows(labelled, labels), allowMissingColumns=True)
-        plan = self.writer.plan(StructType([f for f in rows.schema.fields if not f.name.startswith(INTERNAL_PREFIX)]))
-        routing = self.router().route(left.errors or None, left.quarantined or None, batch_id=batch_id)
-        if plan.changes:
-            self.writer.apply(plan)
-        self._commit(rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing)
+        stats = left.stats
+        report.records_in += stats["in"]
+        passed, failed = self._verdicts(stats, labels)
+        return _Checked(
+            offsets=stats["offsets"],
+            rows=written_rows(labelled, labels) if kept else None,
+            errors=left.errors or None,
+            quarantined=left.quarantined or None,
+            quarantined_count=len(left.quarantined),
+            passed=passed,
+            failed=failed,
+            dropped=stats["dropped"],
+        )
 
     @property
     def _decodes_where_written(self) -> bool:
@@ -551,7 +541,9 @@ class BatchProcessor:
         written, labels, rows = self._write_single(raw, persist=persist, table_schema=table_schema)
         faults.reached("written")
         stats = written.stats
-        self._count_checks(report, stats, labels)
+        report.records_in = stats["in"]
+        report.expectations_passed, report.expectations_failed = self._verdicts(stats, labels)
+        report.records_dropped = stats["dropped"]
         if offsets is None:
             offsets = merge_offsets(self._offsets, stats["offsets"])
         routing = self.router().route(  # the rows are on the driver already: no Spark job to count or order them
@@ -563,23 +555,19 @@ class BatchProcessor:
         )  # fmt: skip
 
     @staticmethod
-    def _count_checks(report: BatchReport, stats: dict[str, Any], labels: Labels) -> None:
-        """A sorted batch's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`) into ``report``.
+    def _verdicts(stats: dict[str, Any], labels: Labels) -> tuple[dict[str, int], dict[str, int]]:
+        """Each rule's passes and violations in a sorted batch's counts (``checks.labels.merged_stats``).
 
         Raises:
             ExpectationFailedError: a ``fail`` rule was violated (nothing is committed).
         """
-        report.records_in = stats["in"]
         for (name, sql, action), violations, first in zip(
             labels.rules, stats["violations"], stats["first"], strict=True
         ):
             if action == "fail" and violations:
                 raise violation(name, sql, violations, tuple(first))
-        report.expectations_failed = {
-            name: v for (name, _, _), v in zip(labels.rules, stats["violations"], strict=True)
-        }
-        report.expectations_passed = {name: stats["decoded"] - v for name, v in report.expectations_failed.items()}
-        report.records_dropped = stats["dropped"]
+        failed = {name: v for (name, _, _), v in zip(labels.rules, stats["violations"], strict=True)}
+        return {name: stats["decoded"] - v for name, v in failed.items()}, failed
 
     def _write_single(
         self, raw: DataFrame, *, persist: Any, table_schema: StructType | None
@@ -699,7 +687,7 @@ class BatchProcessor:
     ) -> tuple[DataFrame, Labels, DataFrame]:
         """The single pass's frame of ``decoded`` with every check as a column, its labels, and its rows.
 
-        ``keys``: an upsert's key fields, which a row must have (:meth:`_merge_few_left`).
+        ``keys``: an upsert's key fields, which a row must have (:meth:`_sorted_here`).
         """
         assert decoded.single is not None  # _single_pass excludes the schema-driven formats
         frame, row_columns = decoded.single
