@@ -374,6 +374,11 @@ def _left_rows(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 # -- Spark side ------------------------------------------------------------------------------------
+def _few(count: int, size: int) -> bool:
+    """Whether ``count`` records of ``size`` Arrow bytes may come to the driver, as error routing brings its."""
+    return count <= FEW_FAILURES and size <= FEW_FAILURE_BYTES
+
+
 @dataclass(frozen=True)
 class ParsedBatch:
     """What the job brought back: the certified records' files (not committed) and counts, and the rest."""
@@ -388,8 +393,8 @@ class ParsedBatch:
 
     @property
     def few_left(self) -> bool:
-        """Whether the records left are few enough to be brought to the driver, as error routing brings its."""
-        return self.left_count <= FEW_FAILURES and self.left_bytes <= FEW_FAILURE_BYTES
+        """Whether the records left are few enough to be brought to the driver (:func:`_few`)."""
+        return _few(self.left_count, self.left_bytes)
 
 
 def write_where_parsed(
@@ -430,8 +435,8 @@ class ParsedRows:
 
     @property
     def few_left(self) -> bool:
-        """Whether the records left are few enough to be brought to the driver, as error routing brings its."""
-        return self.left_count <= FEW_FAILURES and self.left_bytes <= FEW_FAILURE_BYTES
+        """Whether the records left are few enough to be brought to the driver (:func:`_few`)."""
+        return _few(self.left_count, self.left_bytes)
 
 
 def rows_where_parsed(
