@@ -179,7 +179,7 @@ def writer_lines(results: dict[str, Any]) -> list[str]:
         "Arrow writer reads each batch once: decode, checks and data files in one Spark job, nothing "
         'cached or counted (docs/write.md, "The single pass"); Spark\'s writer takes it step by step. '
         "*Arrow ÷ Spark* > 1 means the Arrow writer made the whole run faster; `write.engine: auto` "
-        "takes it for json, csv, flatten, text and binary, appended or overwritten. Issue 20's goal is "
+        "takes it for json, csv, flatten, text, binary and avro, appended or overwritten. Issue 20's goal is "
         "the Arrow path at 2.0x (a) or more "
         "for json, flatten and csv on clean topics.",
         "",

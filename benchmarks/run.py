@@ -76,14 +76,16 @@ OVERHEAD_REASONS = {
     ),
     "text": "invalid UTF-8 is detected by a lossless round trip of every value; baseline (a) only casts",
     "avro": (
-        "the framework decodes in Python, record by record with fastavro, after reading the batch's "
-        "schema ids and fetching each writer schema from the registry; the header, the schema id and every "
-        "value are checked, and a record that does not decode becomes an error row. Baseline (a) runs "
-        "spark-avro's `from_avro` in the JVM with the one schema it was given, whatever the id says"
+        "the framework keeps what spark-avro's `from_avro` decodes only where fastavro reads the same "
+        "bytes the same way (the header's schema id known, `to_avro` of the value giving the bytes back, "
+        "dates in Python's range, then text checked as UTF-8 in the writing task); the other records are "
+        "decoded by fastavro in Python, record by record, and one that does not decode becomes an error "
+        "row, decoded again by Spark's side for its reason. Baseline (a) runs `from_avro` with the one "
+        "schema it was given, whatever the id says"
     ),
     "binary": (
-        "nothing is decoded, so what remains is the framework's fixed cost per batch: the cached batch, "
-        "its counts, the error check and the marker lookups around the commit"
+        "nothing is decoded, so what remains is the framework's fixed cost per batch: the batch's round "
+        "trip through Python to the writing task, the error check and the marker lookups around the commit"
     ),
 }
 

@@ -82,12 +82,35 @@ def outcomes(kafka_df: Any, values: list[bytes | None], c: Codec, *, jvm: bool, 
     with monkeypatch.context() as m:
         if not jvm:
             m.setattr(avro_jvm, "jvm_writers", lambda frame, codec: {})
-        _, _, outcome, _, _ = schemaful.decode_schemaful(
-            frame, None, pt=None, include_headers=False, base_dir=None, codec=c
-        )
+        outcome, _, _, _ = schemaful.decode_schemaful(frame, None, base_dir=None, codec=c)
         # as JSON: Python's datetimes do not reach year 1 in every time zone
         got = outcome.orderBy("offset").select("offset", F.to_json(FIELDS), FAILED, REASON).collect()
         return [(o, None if f is None else json.loads(f), failed, reason) for o, f, failed, reason in got]
+
+
+def where_written(kafka_df: Any, values: list[bytes | None], c: Codec, *, jvm: bool) -> list[Any]:
+    """(offset, value) of the records the Arrow writer's tasks decode (``schemaful.decoded_fields``), in order.
+
+    ``jvm``: the tasks get the JVM's pass (``avro_jvm.staged``) and decode only what it left.
+    """
+    from pyspark.sql import types as T
+
+    frame = kafka_frame(kafka_df([Msg(None, v) for v in values]))
+    if jvm:
+        frame = avro_jvm.staged(frame, c, avro_jvm.jvm_writers(frame, c), text=False)  # as run/batch.py
+    schema = T.StructType([T.StructField("offset", T.LongType()), T.StructField(FIELDS, c.columns)])
+
+    def task(batches: Any) -> Any:
+        import pyarrow as pa
+
+        readers = schemaful.Readers(c)
+        for batch in batches:
+            _, decoded, fields = schemaful.decoded_fields(batch, c, readers)
+            struct = pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
+            yield pa.RecordBatch.from_arrays([decoded.column("offset"), struct], names=["offset", FIELDS])
+
+    got = frame.coalesce(1).mapInArrow(task, schema).select("offset", F.to_json(FIELDS)).collect()
+    return [(o, json.loads(f)) for o, f in got]
 
 
 def jvm_took(kafka_df: Any, values: list[bytes | None], c: Codec) -> list[int]:
@@ -106,6 +129,7 @@ def test_well_formed_records_are_decoded_in_the_jvm_as_python_decodes_them(kafka
         kafka_df, values, c, jvm=False, monkeypatch=monkeypatch
     )
     assert jvm_took(kafka_df, values, c) == list(range(30))
+    assert where_written(kafka_df, values, c, jvm=True) == where_written(kafka_df, values, c, jvm=False)
 
 
 def small(**overrides: bytes) -> bytes:
@@ -125,6 +149,7 @@ DISAGREE = {
     "left-over bytes": small() + b"\x00",
     "boolean byte 2 (Java: false, fastavro: true)": small(ok=b"\x02"),
     "text that is not UTF-8": small(name=text(b"caf\xe9")),
+    "text in an array that is not UTF-8": small(tags=zigzag(2) + text(b"a") + text(b"\xff") + b"\x00"),
     "a date past year 9999": small(day=zigzag(3_000_000)),
     "a timestamp before year 1": small(at=zigzag(-62_135_596_800_000_001)),
     "a date before the Gregorian calendar (to_avro refuses it)": small(day=zigzag(-150_000)),
@@ -147,6 +172,10 @@ def test_what_the_jvm_would_read_differently_goes_to_python(kafka_df, monkeypatc
     jvm = outcomes(kafka_df, values, c, jvm=True, monkeypatch=monkeypatch)
     assert jvm == outcomes(kafka_df, values, c, jvm=False, monkeypatch=monkeypatch)
     assert jvm_took(kafka_df, values, c) == [0]  # only the well-formed record
+    # the Arrow writer's tasks: the JVM's record, then the ones Python decodes, in the batch's order
+    written = where_written(kafka_df, values, c, jvm=True)
+    assert written == where_written(kafka_df, values, c, jvm=False)
+    assert [o for o, _ in written] == [o for o, _, failed, _ in jvm if not failed]
     reasons = {name: r[3] for name, r in zip(DISAGREE, jvm[1:], strict=False)}
     assert "bytes left after the record" in reasons["left-over bytes"]
     assert "UnicodeDecodeError" in reasons["text that is not UTF-8"]
@@ -185,6 +214,7 @@ def test_any_bytes_get_the_outcome_python_gives_them(kafka_df, monkeypatch, valu
     assert outcomes(kafka_df, values, c, jvm=True, monkeypatch=monkeypatch) == outcomes(
         kafka_df, values, c, jvm=False, monkeypatch=monkeypatch
     )
+    assert where_written(kafka_df, values, c, jvm=True) == where_written(kafka_df, values, c, jvm=False)
 
 
 def test_limits_are_read_where_the_tasks_run(spark):
@@ -215,3 +245,26 @@ def test_writers_python_converts_are_not_decoded_in_the_jvm(kafka_df, field_type
     schema = {"type": "record", "name": "R", "fields": [{"name": "x", "type": field_type}]}
     frame = kafka_frame(kafka_df([Msg(None, b"\x00")]))
     assert avro_jvm.jvm_writers(frame, codec(schema)) == {}
+
+
+def test_text_that_is_not_utf8_is_found_in_the_record_that_holds_it():
+    """``avro_jvm.not_utf8``: Arrow's validation finds the records, at any depth, in slices too."""
+    import pyarrow as pa
+
+    def strings(*values: bytes) -> pa.Array:  # Java's bytes as Spark hands them to Arrow: not validated
+        offsets = [0]
+        for v in values:
+            offsets.append(offsets[-1] + len(v))
+        data = pa.py_buffer(b"".join(values))
+        return pa.Array.from_buffers(pa.string(), len(values), [None, pa.array(offsets, pa.int32()).buffers()[1], data])
+
+    names = strings(b"ok", b"caf\xe9", b"fine", b"ok")
+    tags = pa.ListArray.from_arrays(pa.array([0, 1, 1, 3, 4], pa.int32()), strings(b"a", b"b", b"\xff", b"c"))
+    attrs = pa.MapArray.from_arrays(
+        pa.array([0, 1, 2, 2, 3], pa.int32()), strings(b"k", b"\xfe", b"k"), strings(b"v", b"v", b"v")
+    )
+    records = pa.StructArray.from_arrays([names, tags, attrs], names=["name", "tags", "attrs"])
+    assert avro_jvm.not_utf8(records).tolist() == [False, True, True, False]  # name; tags and a map key
+    assert avro_jvm.not_utf8(records.slice(2)).tolist() == [True, False]
+    assert avro_jvm.not_utf8(records.slice(3)).tolist() == [False]
+    assert avro_jvm.not_utf8(pa.array([1, 2])).tolist() == [False, False]

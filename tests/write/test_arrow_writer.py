@@ -188,6 +188,11 @@ tables:
         ({"partitioning": ["at"]}, "spark"),  # identity on a timestamp: Java takes no string for it
         ({"partitioning": ["timestamp"]}, "spark"),  # ... nor for Kafka's timestamp
         ({"write": {"engine": "spark"}}, "spark"),
+        ({"source": {"topics": ["t"], "format": "avro"}, "schema": None}, "arrow"),  # the JVM decodes first
+        ({"source": {"topics": ["t"], "format": "avro", "include_headers": True}, "schema": None}, "spark"),
+        ({"source": {"topics": ["t"], "format": "avro", "envelope": "debezium"}, "schema": None}, "spark"),
+        ({"source": {"topics": ["t"], "format": "protobuf"}, "schema": None}, "spark"),  # not measured
+        ({"source": {"topics": ["t"], "format": "json", "envelope": "debezium"}, "schema": None}, "spark"),
     ],
 )
 def test_auto_takes_the_arrow_writer_only_where_its_single_pass_applies_and_was_measured_faster(table, engine):

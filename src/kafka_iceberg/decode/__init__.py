@@ -76,16 +76,16 @@ class Decoded:
             cannot: text, binary, flatten finding new columns); the single pass writes the records
             it certifies where they are parsed (``write/certified.py``).
         split: builds (``rows``, ``errors``).
-        single_of: builds ``single``; None for the schema-driven formats.
+        single_of: builds ``single``.
     """
 
     new_columns: dict[str, str]
     split: Callable[[], tuple[DataFrame, DataFrame]] = field(repr=False)
+    single_of: Callable[[], tuple[DataFrame, list[str]]] = field(repr=False)
     outcome: DataFrame | None = None
     parsed: DataFrame | None = None
     passes: list[DataFrame] | None = None
     layout: Layout | None = None
-    single_of: Callable[[], tuple[DataFrame, list[str]]] | None = field(default=None, repr=False)
 
     @cached_property
     def _split(self) -> tuple[DataFrame, DataFrame]:
@@ -102,12 +102,12 @@ class Decoded:
         return self._split[1]
 
     @cached_property
-    def single(self) -> tuple[DataFrame, list[str]] | None:
-        """Rows and error rows in one frame, and the row's column names; None for the schema-driven formats.
+    def single(self) -> tuple[DataFrame, list[str]]:
+        """Rows and error rows in one frame, and the row's column names.
 
         What one pass over the batch reads (:func:`~kafka_iceberg.decode.plan.single_frame`).
         """
-        return self.single_of() if self.single_of is not None else None
+        return self.single_of()
 
     def to_persist(self) -> list[DataFrame]:
         """What to persist, in this order, so each decoding pass runs once per batch.
@@ -167,18 +167,19 @@ def decode(
         raise _config_error(spec, "source.mode", mode, f"key or value (format {fmt} decodes one part)")
     nonce = new_nonce()
     frame = kafka_frame(df)
+    pt = pt_value(spec.partition_window, flush_time)
+    include_headers = spec.source.include_headers
     if is_schemaful(spec):
-        rows, errors, outcome, columns, passes = decode_schemaful(
-            frame,
-            spec,
-            pt=pt_value(spec.partition_window, flush_time),
-            include_headers=spec.source.include_headers,
-            base_dir=base_dir,
-            codec=codec,
-        )
+        staged, schema_plan, columns, passes = decode_schemaful(frame, spec, base_dir=base_dir, codec=codec)
         known = dict(known_columns or {})
         new = {f.name: f.dataType.simpleString() for f in columns.fields if f.name not in known}
-        return Decoded(new_columns=new, split=lambda: (rows, errors), outcome=outcome, passes=passes)
+        return Decoded(
+            new_columns=new,
+            split=lambda: split(staged, schema_plan, pt=pt, include_headers=include_headers),
+            outcome=staged,
+            passes=passes,
+            single_of=lambda: single_frame(staged, schema_plan, pt=pt, include_headers=include_headers),
+        )
     new_columns: dict[str, str] = {}
     arrow_columns: dict[str, str] = {}
     required: set[str] = set()
@@ -192,14 +193,12 @@ def decode(
         plan, new_columns, arrow_columns, required = _structured_plan(
             frame, spec, nonce, streaming=df.isStreaming, known_columns=known_columns, base_dir=base_dir
         )
-    pt = pt_value(spec.partition_window, flush_time)
     parsed: DataFrame | None = None
     layout = layout_for(spec, arrow_columns, required) if arrow_parses(spec) else None
     if layout is not None and uses_arrow(spec, decoder):
         outcome, parsed = decode_with_arrow(frame, spec, plan, layout)
     else:
         outcome = outcome_of(frame, plan)
-    include_headers = spec.source.include_headers
     return Decoded(
         new_columns=new_columns,
         split=lambda: split(outcome, plan, pt=pt, include_headers=include_headers),

@@ -25,12 +25,14 @@ bundle's job clusters (``databricks.yml``) set them.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.decode import avro
 from kafka_iceberg.decode.wire import header_sql
 
 if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
@@ -111,60 +113,79 @@ def _from_avro(body: Column, text: str) -> Column:
     return from_avro(body, text, _OPTIONS)
 
 
-def split(
-    frame: DataFrame, codec: Codec, writers: dict[int | None, str], *, fields: str, flags: list[Column]
-) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(the JVM's pass; the records it decoded; the others, as ``frame``).
+def staged(frame: DataFrame, codec: Codec, writers: dict[int | None, str], *, text: bool = True) -> DataFrame:
+    """``frame`` with the JVM's decode: its value as :data:`DECODED`, and :data:`OK` where the JVM keeps it.
 
-    The records decoded have ``frame``'s columns, their value as ``fields`` (the codec's columns)
-    and ``flags``. Both read the pass: persisted, it runs once (``Decoded.to_persist``).
+    ``writers``: :func:`jvm_writers`' for ``codec``. A record the JVM does not keep (``OK`` false)
+    is Python's to decode, whatever ``DECODED`` holds. ``text``: whether ``OK`` requires its
+    strings to be UTF-8; False where Python reads the value next and checks them itself
+    (:func:`not_utf8`: a third of the JVM's checks' cost, in Java, against milliseconds in Arrow).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
     source = codec.source
     body = F.expr(f"substring({source}, 6)") if codec.wire else F.col(source)
-    checks = F.expr(" AND ".join(_valid(DECODED, codec.columns, 0, top=True)))
+    checks = F.expr(" AND ".join(_valid(DECODED, codec.columns, 0, top=True, text=text)))
     header, schema_bytes = F.expr(header_sql(source)), F.expr(f"substring({source}, 2, 4)")
     decoded, ok = None, None
-    for schema_id, text in writers.items():
+    for schema_id, schema in writers.items():
         when = body.isNotNull()
         if schema_id is not None:
             when = header & (schema_bytes == F.lit(schema_id.to_bytes(4, "big")))
-        decoded = (F if decoded is None else decoded).when(when, _from_avro(body, text))
+        decoded = (F if decoded is None else decoded).when(when, _from_avro(body, schema))
         # to_avro last: it cannot write the all-NULL value of a record that did not decode
-        ok = (F if ok is None else ok).when(when & checks, to_avro(F.col(DECODED), text) == body)
+        ok = (F if ok is None else ok).when(when & checks, to_avro(F.col(DECODED), schema) == body)
     assert decoded is not None and ok is not None
-    staged = frame.select("*", decoded.alias(DECODED))
-    # A barrier (as decode/plan.py's): without it the filters below bring from_avro into each branch twice.
-    staged = staged.selectExpr("inline(array(struct(*)))")
-    staged = staged.withColumn(OK, F.coalesce(ok, F.lit(False)))
+    out = frame.select("*", decoded.alias(DECODED))
+    # A barrier (as decode/plan.py's): without it the checks and the filters after them bring
+    # from_avro into each expression that reads the value, evaluated once each.
+    out = out.selectExpr("inline(array(struct(*)))")
+    return out.withColumn(OK, F.coalesce(ok, F.lit(False)))
+
+
+def split(
+    frame: DataFrame, codec: Codec, writers: dict[int | None, str], *, fields: str, flags: list[Column]
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(the JVM's pass (:func:`staged`); the records it decoded; the others, as ``frame``).
+
+    The records decoded have ``frame``'s columns, their value as ``fields`` (the codec's columns)
+    and ``flags``. Both read the pass: persisted, it runs once (``Decoded.to_persist``).
+    """
+    from pyspark.sql import functions as F
+
+    out = staged(frame, codec, writers)
     # the decoded value as it is: its fields differ from the codec's columns only where spark-avro
     # says a value cannot be NULL, which the union with Python's outcome takes as is
-    good = staged.where(OK).select(*frame.columns, F.col(DECODED).alias(fields), *flags)
-    left = staged.where(f"NOT {OK}").select(*frame.columns)
-    return staged, good, left
+    good = out.where(OK).select(*frame.columns, F.col(DECODED).alias(fields), *flags)
+    left = out.where(f"NOT {OK}").select(*frame.columns)
+    return out, good, left
 
 
-def _valid(expr: str, dtype: DataType, depth: int, *, top: bool = False) -> list[str]:
-    """SQL predicates over ``expr`` that hold where Python reads the value as the JVM did (NULL holds)."""
+def _valid(expr: str, dtype: DataType, depth: int, *, top: bool = False, text: bool = True) -> list[str]:
+    """SQL predicates over ``expr`` that hold where Python reads the value as the JVM did (NULL holds).
+
+    ``text``: whether strings must be UTF-8 (:func:`staged`).
+    """
     from pyspark.sql import types as T
 
     if isinstance(dtype, T.StructType):
-        parts = [p for f in dtype.fields for p in _valid(f"{expr}.`{f.name}`", f.dataType, depth)]
+        parts = [p for f in dtype.fields for p in _valid(f"{expr}.`{f.name}`", f.dataType, depth, text=text)]
         if top:  # a record that does not decode has every field NULL: leave that to Python
             parts.insert(0, "(" + " OR ".join(f"{expr}.`{f.name}` IS NOT NULL" for f in dtype.fields) + ")")
         return parts
     x = f"_ki_x{depth}"
     if isinstance(dtype, T.ArrayType):
-        inner = _valid(x, dtype.elementType, depth + 1)
+        inner = _valid(x, dtype.elementType, depth + 1, text=text)
         return [f"({expr} IS NULL OR forall({expr}, {x} -> {' AND '.join(inner)}))"] if inner else []
     if isinstance(dtype, T.MapType):
-        keys, values = _valid(x, dtype.keyType, depth + 1), _valid(x, dtype.valueType, depth + 1)
+        keys, values = _valid(x, dtype.keyType, depth + 1, text=text), _valid(x, dtype.valueType, depth + 1, text=text)
         out = [f"forall(map_keys({expr}), {x} -> {' AND '.join(keys)})"] if keys else []
         out += [f"forall(map_values({expr}), {x} -> {' AND '.join(values)})"] if values else []
         return [f"({expr} IS NULL OR ({' AND '.join(out)}))"] if out else []
     if isinstance(dtype, T.StringType):  # Java keeps the bytes; fastavro decodes them strictly
+        if not text:
+            return []
         return [f"({expr} IS NULL OR encode({expr}, 'UTF-8') = CAST({expr} AS BINARY))"]
     # Python's dates and datetimes end in year 9999; to_avro refuses dates before 1582-10-15 and
     # timestamps before 1900 (spark.sql.avro.datetimeRebaseModeInWrite), which Python decodes as well.
@@ -177,3 +198,36 @@ def _valid(expr: str, dtype: DataType, depth: int, *, top: bool = False) -> list
         if isinstance(dtype, kind):
             return [f"({expr} IS NULL OR {expr} BETWEEN {low} AND {high})"]
     return []
+
+
+# -- Python side (Spark's Python workers) -----------------------------------------------------------
+def not_utf8(values: pa.Array) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Which of ``values`` (the JVM's decoded records, as Arrow) hold a string that is not UTF-8.
+
+    Spark hands Java's bytes to Arrow as they are; Arrow's full validation finds invalid text in a
+    whole column at once, and halving the column finds the records (rare: bad ones).
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    n, kind = len(values), values.type
+    out = np.zeros(n, dtype=bool)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        try:
+            values.validate(full=True)
+        except pa.ArrowInvalid:
+            if n == 1:
+                out[0] = True
+            else:
+                half = n // 2
+                out[:half], out[half:] = not_utf8(values.slice(0, half)), not_utf8(values.slice(half))
+    elif pa.types.is_struct(kind):
+        for child in values.flatten():  # the children of these records only (a slice's)
+            out |= not_utf8(child)
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+        offsets = values.offsets.to_numpy()
+        owner = np.repeat(np.arange(n), np.diff(offsets))  # the record each element belongs to
+        children = [values.keys, values.items] if pa.types.is_map(kind) else [values.values]
+        for child in children:  # not sliced with ``values``: sliced here by its offsets
+            out[owner[not_utf8(child.slice(offsets[0], offsets[-1] - offsets[0]))]] = True
+    return out

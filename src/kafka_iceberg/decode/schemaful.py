@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.decode import avro, avro_jvm, debezium
-from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, payload_part, split
+from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, payload_part
 from kafka_iceberg.decode.registry import SCHEMA_TYPES, RegisteredSchema, RegistryClient, subject_name
 from kafka_iceberg.decode.values import arrow_type, converter
 from kafka_iceberg.decode.wire import WireError, header_sql, split_header
@@ -95,16 +95,15 @@ def decode_schemaful(
     frame: DataFrame,
     spec: TableSpec,
     *,
-    pt: str | None,
-    include_headers: bool,
     base_dir: Path | None,
     codec: Codec | None = None,
-) -> tuple[DataFrame, DataFrame, DataFrame, StructType, list[DataFrame]]:
-    """(rows, error rows, outcome, payload columns, passes) of a batch of a schema-driven format.
+) -> tuple[DataFrame, Plan, StructType, list[DataFrame]]:
+    """(outcome, its plan, payload columns, passes) of a batch of a schema-driven format.
 
-    The passes are what to persist, in order, so each decodes once: the Python decoder's outcome;
-    for Avro the JVM decodes (``decode/avro_jvm.py``), the JVM's pass and Python's outcome of the
-    records it left.
+    The outcome and plan are read as the SQL formats' are (``decode/plan.py``: ``split``,
+    ``single_frame``); the payload columns are the decoded ``_ki_fields``. The passes are what to
+    persist, in order, so each decodes once: the Python decoder's outcome; for Avro the JVM decodes
+    (``decode/avro_jvm.py``), the JVM's pass and Python's outcome of the records it left.
 
     ``codec``: the batch's, when it was built already (for a frame holding these records).
     """
@@ -138,8 +137,7 @@ def decode_schemaful(
     outcome = outcome.where(f"NOT {SKIP}")
     plan = Plan(payload={f.name: f.dataType.simpleString() for f in codec.columns.fields})
     plan.checks.problem(f"{REASON} IS NOT NULL", REASON)
-    rows, errors = split(outcome, plan, pt=pt, include_headers=include_headers)
-    return rows, errors, outcome, codec.columns, passes
+    return outcome, plan, codec.columns, passes
 
 
 def build_codec(
@@ -409,12 +407,48 @@ def decoded_fields(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    out = decode_batch(batch, codec, readers)
-    ok = pc.invert(pc.or_(out.column(FAILED), out.column(SKIP)))
-    decoded = out.filter(ok)
-    fields = decoded.column(FIELDS)
+    if avro_jvm.OK in batch.schema.names:
+        ok, decoded, fields = _jvm_then_python(batch, codec, readers)
+    else:
+        out = decode_batch(batch, codec, readers)
+        ok = pc.invert(pc.or_(out.column(FAILED), out.column(SKIP)))
+        decoded = out.filter(ok)
+        fields = decoded.column(FIELDS)
     assert isinstance(fields, pa.StructArray)
     return ok, decoded, {f.name: fields.field(i) for i, f in enumerate(fields.type)}
+
+
+def _jvm_then_python(batch: pa.RecordBatch, codec: Codec, readers: Readers) -> tuple[pa.Array, pa.RecordBatch, Any]:
+    """:func:`decoded_fields` of a batch the JVM decoded first (``avro_jvm.staged``): Python decodes the rest.
+
+    A record the JVM kept, its text UTF-8, has its value as the JVM read it (the same as Python's,
+    by ``avro_jvm``'s rules); the others are decoded as they would be without the JVM. The decoded
+    records keep the batch's order.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    jvm = batch.column(avro_jvm.OK).to_numpy(zero_copy_only=False).astype(bool)
+    kafka = batch.drop_columns([avro_jvm.DECODED, avro_jvm.OK])
+    values = batch.column(avro_jvm.DECODED).filter(pa.array(jvm))
+    text = avro_jvm.not_utf8(values)  # the JVM did not check its strings (avro_jvm.staged, text=False)
+    if text.any():
+        jvm[np.flatnonzero(jvm)[text]] = False
+        values = values.filter(pa.array(~text))
+    values = values.cast(arrow_type(codec.columns))
+    ok = jvm.copy()
+    if not jvm.all():
+        rest = np.flatnonzero(~jvm)
+        out = decode_batch(kafka.take(pa.array(rest)), codec, readers)
+        python = pc.invert(pc.or_(out.column(FAILED), out.column(SKIP))).to_numpy(zero_copy_only=False)
+        ok[rest[python]] = True
+        values = pa.concat_arrays([values, out.column(FIELDS).filter(pa.array(python))])
+        # the JVM's records first, then Python's: back to the batch's order
+        order = np.argsort(np.concatenate([np.flatnonzero(jvm), rest[python]]), kind="stable")
+        values = values.take(pa.array(order))
+    decoded = kafka.filter(pa.array(ok)).append_column(FIELDS, values)
+    return pa.array(ok), decoded, values
 
 
 def unseen_ids(batch: pa.RecordBatch, codec: Codec) -> set[int]:

@@ -23,7 +23,7 @@ from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
 from kafka_iceberg.checks.expectations import violation
 from kafka_iceberg.checks.labels import Labels, check_columns, merged_stats, written_rows
 from kafka_iceberg.checks.routing import RoutingResult
-from kafka_iceberg.decode import Decoded, decode, discovers_columns, pt_value
+from kafka_iceberg.decode import Decoded, avro_jvm, decode, discovers_columns, pt_value
 from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED, arrow_parses, uses_arrow
 from kafka_iceberg.decode.plan import kafka_frame
 from kafka_iceberg.decode.schemaful import Codec, build_codec, is_schemaful, row_schema
@@ -169,8 +169,8 @@ class BatchProcessor:
 
     @property
     def _single_pass(self) -> bool:
-        """Whether batches take the single pass: the Arrow writer, no transform, a format decoded by SQL."""
-        return self.writer.engine == "arrow" and self._transform is None and not is_schemaful(self.spec)
+        """Whether batches take the single pass: the Arrow writer and no transform."""
+        return self.writer.engine == "arrow" and self._transform is None
 
     @property
     def writer(self) -> TableWriter:
@@ -263,12 +263,8 @@ class BatchProcessor:
             return
         flush_time = self.clock()
         parsed = self._parse_for_merge(raw, flush_time=flush_time, table_schema=table_schema, persist=persist)
-        codec, decoded = None, None
-        if parsed is None and self._decodes_where_written:
-            raw, codec, decoded = self._decode_where_written(raw, flush_time=flush_time, persist=persist)
-        certified = parsed or decoded
-        rest = raw if certified is None else certified.left  # what Spark's decoder reads: None when none is left
-        report.records_in = 0 if certified is None else certified.stats["in"]
+        rest = raw if parsed is None else parsed.left  # what Spark's decoder reads: None when none is left
+        report.records_in = 0 if parsed is None else parsed.stats["in"]
         checked = _Checked()
         if rest is not None and parsed is not None and parsed.few_left:
             checked = self._sorted_here(rest, flush_time, table_schema, report)
@@ -276,12 +272,11 @@ class BatchProcessor:
             decoder: Literal["spark"] | None = None if parsed is None else "spark"
             # The tasks that left records to Spark counted them and took their offsets.
             checked = self._checked(
-                rest, flush_time, table_schema, persist, report, offsets=offsets is None and certified is None,
-                decoder=decoder, codec=codec, count=None if certified is None else certified.left_count,
+                rest, flush_time, table_schema, persist, report, offsets=offsets is None and parsed is None,
+                decoder=decoder, count=None if parsed is None else parsed.left_count,
             )  # fmt: skip
-        if certified is not None:
-            rows = parsed.rows if parsed is not None else None
-            checked = checked.with_certified(rows, certified.stats, list(self.spec.expectations))
+        if parsed is not None:
+            checked = checked.with_certified(parsed.rows, parsed.stats, list(self.spec.expectations))
         if offsets is None:
             offsets = merge_offsets(self._offsets, checked.offsets)
         report.expectations_passed, report.expectations_failed = checked.passed, checked.failed
@@ -297,13 +292,7 @@ class BatchProcessor:
         )
         if plan is not None and plan.changes:  # applying an empty plan would only drop the loaded table and reload it
             self.writer.apply(plan)
-        written = None
-        if decoded is not None:  # the records Spark's decoder kept (rarely any) join the files the tasks wrote
-            written = decoded.files + (self.writer.write_rows(checked.rows) if checked.rows is not None else [])
-        self._commit(
-            checked.rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing,
-            written=written,
-        )  # fmt: skip
+        self._commit(checked.rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing)
 
     def _checked(
         self,
@@ -315,7 +304,6 @@ class BatchProcessor:
         *,
         offsets: bool,
         decoder: Literal["spark"] | None = None,
-        codec: Codec | None = None,
         count: int | None = None,
     ) -> _Checked:
         """Decode, transform and check ``raw``: the rows to write, what leaves the table, the counts.
@@ -323,15 +311,14 @@ class BatchProcessor:
         Counts ``raw`` into ``report.records_in`` first, unless ``count`` says how many it holds.
         ``offsets``: whether to find the source offsets past ``raw`` (Spark's sources; the direct
         reader knows them). ``decoder``: ``spark`` for the records the Arrow decoder left
-        (:meth:`_parse_for_merge`). ``codec``: the batch's, when it was built already
-        (:meth:`_decode_where_written`).
+        (:meth:`_parse_for_merge`).
         """
         raw = persist(raw)
         report.records_in += raw.count() if count is None else count
         seen = batch_offsets(raw) if offsets else {}
         decoded = decode(
             raw, self.spec, flush_time=flush_time, known_columns=_known(table_schema), base_dir=self.base_dir,
-            decoder=decoder, codec=codec,
+            decoder=decoder,
         )  # fmt: skip
         for frame in decoded.to_persist():
             persist(frame)  # rows and errors are both read from it: one decode pass per batch
@@ -461,13 +448,41 @@ class BatchProcessor:
             dropped=stats["dropped"],
         )
 
-    @property
-    def _decodes_where_written(self) -> bool:
-        """Whether a schema-driven table's batches may be decoded and written by the same tasks."""
-        spec = self.spec
-        if self.writer.engine != "arrow" or not is_schemaful(spec) or self._transform is not None:
-            return False
-        return spec.source.envelope != "debezium" and not spec.source.include_headers
+    def _write_decoded(
+        self, raw: DataFrame, *, flush_time: dt.datetime, table_schema: StructType | None, persist: Any
+    ) -> tuple[SortedBatch, Labels, DataFrame | None]:
+        """A schema-driven format's single pass (:meth:`_write_single`'s, for Avro, Protobuf, JSON Schema).
+
+        Where it applies, the tasks that decode the records write them (:meth:`_decode_where_written`);
+        the records they leave to Spark (bad ones, a quarantine rule's violations, an unseen schema
+        id), when few, are decoded again by Spark's side and sorted on the driver, as the other
+        formats' are (:meth:`_write_where_parsed`). Elsewhere Spark's side decodes the batch and
+        the single pass writes it.
+        """
+        raw, codec, written = self._decode_where_written(raw, flush_time=flush_time, persist=persist)
+        if written is not None and written.left is None:
+            return SortedBatch(written.files, [], [], written.stats), self._labels(table_schema), None
+        source = raw if written is None else written.left
+        assert source is not None
+        decoded = decode(
+            source, self.spec, flush_time=flush_time, known_columns=_known(table_schema), base_dir=self.base_dir,
+            codec=codec,
+        )  # fmt: skip
+        labelled, labels, rows = self._labelled(decoded, table_schema)
+        on_driver = written is not None and written.few_left
+        if decoded.passes and len(decoded.passes) > 1 and not on_driver:
+            for frame in decoded.passes:  # Avro: both halves of the union read the JVM's pass
+                persist(frame)
+        if written is None:
+            self.writer.prepare(rows.schema)
+            return self.writer.write_sorted(labelled, labels), labels, rows
+        out = self.writer.write_sorted(labelled, labels, on_driver=on_driver)
+        stats = merged_stats([written.stats, out.stats], len(labels.rules))
+        return SortedBatch(written.files + out.files, out.errors, out.quarantined, stats), labels, None
+
+    def _labels(self, table_schema: StructType | None) -> Labels:
+        """The single pass's labels of a batch the tasks wrote entirely (only its rules are read)."""
+        return Labels(rules=tuple((n, e.expr, e.on_violation) for n, e in self.spec.expectations.items()))
 
     def _decode_where_written(
         self, raw: DataFrame, *, flush_time: dt.datetime, persist: Any
@@ -481,27 +496,32 @@ class BatchProcessor:
         The decoder is this format's own (``decode/schemaful.py``) on either path, so only what it
         cannot keep goes back to Spark: records that do not decode, miss a value the table requires or
         violate a ``quarantine``, ``drop`` or ``fail`` rule, and records of a schema id the codec did
-        not know. Spark's side decodes those again and routes them as on the step-by-step path. It
-        applies with ``write.engine: arrow`` (not Debezium envelopes, ``include_headers`` or a
-        transform), expectations all translated for pyarrow, and a table whose columns take the
-        decoded ones as they are (no nested column wider than the writer schema's).
+        not know. It applies without a Debezium envelope or ``include_headers``, with expectations
+        all translated for pyarrow, and a table whose columns take the decoded ones as they are (no
+        nested column wider than the writer schema's). For Avro the JVM decodes first
+        (``decode/avro_jvm.py``): the tasks decode only the records it did not keep.
         """
+        spec = self.spec
+        if spec.source.envelope == "debezium" or spec.source.include_headers:
+            return raw, None, None
         raw, codec, read = self._codec(raw, persist)
-        pt = pt_value(self.spec.partition_window, flush_time)
+        pt = pt_value(spec.partition_window, flush_time)
         schema = row_schema(codec, pt)
         rules = self._arrow_rules(schema)
         if not any(rule is None for rule in rules):
             self.writer.prepare(schema)
             table = self.writer.current_schema()
             if table is not None and takes_as_is(codec.columns, table):
+                frame = kafka_frame(raw)
+                if writers := avro_jvm.jvm_writers(frame, codec):  # the tasks check its text (not_utf8)
+                    frame = avro_jvm.staged(frame, codec, writers, text=False)
                 decoded = self.writer.write_where_parsed(
-                    kafka_frame(raw), codec, pt=pt, rules=[r for r in rules if r], persist=persist
+                    frame, codec, pt=pt, rules=[r for r in rules if r], persist=persist
                 )
-                faults.reached("written")  # data files no commit refers to yet: orphans if the process dies
                 if decoded.unseen:  # Spark's side decodes their records: it must know them
                     assert self._schema_ids is not None
                     self._schema_ids |= decoded.unseen
-                    codec = build_codec(kafka_frame(raw), self.spec, base_dir=self.base_dir, ids=self._schema_ids)
+                    codec = build_codec(kafka_frame(raw), spec, base_dir=self.base_dir, ids=self._schema_ids)
                 return raw, codec, decoded
         return raw, codec if read else None, None  # Spark's side decodes the batch: it needs all of its ids
 
@@ -579,9 +599,11 @@ class BatchProcessor:
         batch's decode plan only for its columns, which are the same for every batch against the
         same table: it is built once per table schema (0.2-1 s of Spark analysis per batch).
         """
+        flush_time = self.clock()
+        if is_schemaful(self.spec):
+            return self._write_decoded(raw, flush_time=flush_time, table_schema=table_schema, persist=persist)
         if discovers_columns(self.spec):
             raw = persist(raw)  # read twice: once to find the new columns, once to decode
-        flush_time = self.clock()
         known = _known(table_schema)
         schema_key = tuple((known or {}).items())
         shape, decoder = self._choose_decoder(schema_key)
@@ -689,7 +711,6 @@ class BatchProcessor:
 
         ``keys``: an upsert's key fields, which a row must have (:meth:`_sorted_here`).
         """
-        assert decoded.single is not None  # _single_pass excludes the schema-driven formats
         frame, row_columns = decoded.single
         labelled, labels = check_columns(
             frame,
