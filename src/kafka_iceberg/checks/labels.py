@@ -45,6 +45,11 @@ class Labels:
     rules: tuple[tuple[str, str, str], ...] = ()  # (name, SQL, on_violation) in declaration order
     carry: tuple[str, ...] = field(default=())  # the row's columns that go to the table
 
+    @classmethod
+    def of(cls, expectations: Mapping[str, Expectation], carry: tuple[str, ...] = ()) -> Labels:
+        """The labels of ``expectations``, in declaration order, for rows carrying ``carry``."""
+        return cls(rules=tuple((n, e.expr, e.on_violation) for n, e in expectations.items()), carry=carry)
+
     @property
     def flags(self) -> list[str]:
         """The verdict column of each rule, true when the record met it."""
@@ -90,9 +95,8 @@ def check_columns(
         F.col(ERROR_TEXT),
         F.col(ERROR_FIELDS),
     )
-    rules = tuple((n, expectations[n].expr, expectations[n].on_violation) for n in names)
     carry = tuple(c for c in row_columns if not c.startswith(INTERNAL_PREFIX))
-    return labelled, Labels(rules=rules, carry=carry)
+    return labelled, Labels.of(expectations, carry)
 
 
 def written_rows(labelled: DataFrame, labels: Labels) -> DataFrame:

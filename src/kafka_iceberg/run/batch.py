@@ -461,7 +461,7 @@ class BatchProcessor:
         """
         raw, codec, written = self._decode_where_written(raw, flush_time=flush_time, persist=persist)
         if written is not None and written.left is None:
-            return SortedBatch(written.files, [], [], written.stats), self._labels(table_schema), None
+            return SortedBatch(written.files, [], [], written.stats), Labels.of(self.spec.expectations), None
         source = raw if written is None else written.left
         assert source is not None
         decoded = decode(
@@ -479,10 +479,6 @@ class BatchProcessor:
         out = self.writer.write_sorted(labelled, labels, on_driver=on_driver)
         stats = merged_stats([written.stats, out.stats], len(labels.rules))
         return SortedBatch(written.files + out.files, out.errors, out.quarantined, stats), labels, None
-
-    def _labels(self, table_schema: StructType | None) -> Labels:
-        """The single pass's labels of a batch the tasks wrote entirely (only its rules are read)."""
-        return Labels(rules=tuple((n, e.expr, e.on_violation) for n, e in self.spec.expectations.items()))
 
     def _decode_where_written(
         self, raw: DataFrame, *, flush_time: dt.datetime, persist: Any
