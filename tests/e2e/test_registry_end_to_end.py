@@ -389,3 +389,57 @@ tables:
     assert written == []  # the rule keeps every batch on Spark's side
     assert [(r["id"], r["size"]) for r in rows(lake, f"{ns}.orders")] == [(i, None if i < 3 else "L") for i in range(6)]
     assert consume_all(stack.kafka_bootstrap, errors) == []
+
+
+def test_avro_with_headers_on_the_arrow_writer_is_decoded_by_sparks_side_and_written_by_the_single_pass(
+    tmp_path, lake, stack, monkeypatch
+):
+    """``include_headers``: the tasks do not decode (the headers map is Spark SQL's), so Spark's side
+    decodes the batch (the JVM's pass, then fastavro for the rest) and the single pass writes it
+    (``run/batch.py``, ``_write_decoded``): the same table and error records as Spark's writer."""
+    from kafka_iceberg.write import certified, writer
+
+    written = returns(monkeypatch, writer, "write_where_parsed", certified.write_where_parsed)
+    topic = unique("tagged")
+    good = [avro_value(stack.registry_url, topic, V1, {"id": i, "name": f"n{i}"}) for i in range(4)]
+    cut = good[0][:-2]  # cut short: does not decode
+    messages = [(None, good[0]), (None, good[1]), (b"k", cut), (None, good[2]), (None, b"\x00\x00"), (None, good[3])]
+    produce(stack.kafka_bootstrap, topic, messages, partition=0, headers=[("trace", b"t-1"), ("team", b"data")])
+    outs = {}
+    for engine in ("spark", "arrow"):
+        ns, errors = unique("avro_headers"), unique("tagged_errors")
+        ran = run_pipeline(
+            tmp_path / engine,
+            f"""
+pipeline: avro_headers
+catalog: lake
+tables:
+  - name: tagged
+    namespace: {ns}
+    source: {{topics: [{topic}], format: avro, include_headers: true, schema_registry: {{url: "${{local:schema_registry.url}}"}}}}
+    write: {{engine: {engine}}}
+    partition_window: none
+    errors: {{error_topic: {errors}}}
+""",
+        )
+        assert_verified(tmp_path / engine / "pipelines" / "p.yml")
+        scanned = lake.pyiceberg().load_table(f"{ns}.tagged").scan().to_arrow().to_pylist()
+        outs[engine] = {
+            "rows": sorted(
+                ({k: v for k, v in r.items() if k != "timestamp"} for r in scanned), key=lambda r: r["offset"]
+            ),
+            "published": sorted(
+                (int(dict(m.headers)[H_OFFSET]), dict(m.headers)[H_REASON].decode(), m.key, m.value)
+                for m in consume_all(stack.kafka_bootstrap, errors)
+            ),
+            "reports": [(r.records_in, r.records_written, r.records_failed) for r in ran.reports],
+        }
+    assert written == []  # neither run's tasks decoded: include_headers keeps Spark's side
+    assert outs["arrow"] == outs["spark"]
+    rows = outs["arrow"]["rows"]
+    assert [(r["offset"], r["id"], r["name"]) for r in rows] == [(0, 0, "n0"), (1, 1, "n1"), (3, 2, "n2"), (5, 3, "n3")]
+    assert all(dict(r["headers"]) == {"trace": b"t-1", "team": b"data"} for r in rows)
+    assert [(offset, key, value) for offset, _, key, value in outs["arrow"]["published"]] == [
+        (2, b"k", cut),
+        (4, None, b"\x00\x00"),
+    ]
