@@ -8,7 +8,7 @@ schema, or ``schema_evolution`` other than strict): finding new keys needs to lo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -75,21 +75,23 @@ class Decoded:
         layout: what the Arrow decoder parses, or would with ``decoder: arrow`` (None where it
             cannot: text, binary, flatten finding new columns); the single pass writes the records
             it certifies where they are parsed (``write/certified.py``).
-        split: builds (``rows``, ``errors``).
-        single_of: builds ``single``.
+        plan: how ``outcome`` is read into rows and error rows (``decode/plan.py``).
+        pt, include_headers: the batch's ``pt`` value (None: no such column) and whether rows
+            carry the headers map.
     """
 
     new_columns: dict[str, str]
-    split: Callable[[], tuple[DataFrame, DataFrame]] = field(repr=False)
-    single_of: Callable[[], tuple[DataFrame, list[str]]] = field(repr=False)
-    outcome: DataFrame | None = None
+    outcome: DataFrame
+    plan: Plan = field(repr=False)
+    pt: str | None
+    include_headers: bool
     parsed: DataFrame | None = None
     passes: list[DataFrame] | None = None
     layout: Layout | None = None
 
     @cached_property
     def _split(self) -> tuple[DataFrame, DataFrame]:
-        return self.split()
+        return split(self.outcome, self.plan, pt=self.pt, include_headers=self.include_headers)
 
     @property
     def rows(self) -> DataFrame:
@@ -107,7 +109,7 @@ class Decoded:
 
         What one pass over the batch reads (:func:`~kafka_iceberg.decode.plan.single_frame`).
         """
-        return self.single_of()
+        return single_frame(self.outcome, self.plan, pt=self.pt, include_headers=self.include_headers)
 
     def to_persist(self) -> list[DataFrame]:
         """What to persist, in this order, so each decoding pass runs once per batch.
@@ -173,13 +175,7 @@ def decode(
         staged, schema_plan, columns, passes = decode_schemaful(frame, spec, base_dir=base_dir, codec=codec)
         known = dict(known_columns or {})
         new = {f.name: f.dataType.simpleString() for f in columns.fields if f.name not in known}
-        return Decoded(
-            new_columns=new,
-            split=lambda: split(staged, schema_plan, pt=pt, include_headers=include_headers),
-            outcome=staged,
-            passes=passes,
-            single_of=lambda: single_frame(staged, schema_plan, pt=pt, include_headers=include_headers),
-        )
+        return Decoded(new, staged, schema_plan, pt, include_headers, passes=passes)
     new_columns: dict[str, str] = {}
     arrow_columns: dict[str, str] = {}
     required: set[str] = set()
@@ -199,14 +195,7 @@ def decode(
         outcome, parsed = decode_with_arrow(frame, spec, plan, layout)
     else:
         outcome = outcome_of(frame, plan)
-    return Decoded(
-        new_columns=new_columns,
-        split=lambda: split(outcome, plan, pt=pt, include_headers=include_headers),
-        outcome=outcome,
-        parsed=parsed,
-        layout=layout,
-        single_of=lambda: single_frame(outcome, plan, pt=pt, include_headers=include_headers),
-    )
+    return Decoded(new_columns, outcome, plan, pt, include_headers, parsed=parsed, layout=layout)
 
 
 def _structured_plan(

@@ -469,16 +469,13 @@ class BatchProcessor:
             codec=codec,
         )  # fmt: skip
         labelled, labels, rows = self._labelled(decoded, table_schema)
-        on_driver = written is not None and written.few_left
-        if decoded.passes and len(decoded.passes) > 1 and not on_driver:
-            for frame in decoded.passes:  # Avro: both halves of the union read the JVM's pass
+        if len(decoded.passes or []) > 1 and not (written is not None and written.few_left):
+            for frame in decoded.passes or []:  # Avro: both halves of the union read the JVM's pass
                 persist(frame)
         if written is None:
             self.writer.prepare(rows.schema)
             return self.writer.write_sorted(labelled, labels), labels, rows
-        out = self.writer.write_sorted(labelled, labels, on_driver=on_driver)
-        stats = merged_stats([written.stats, out.stats], len(labels.rules))
-        return SortedBatch(written.files + out.files, out.errors, out.quarantined, stats), labels, None
+        return self._with_left(written, labelled, labels), labels, None
 
     def _decode_where_written(
         self, raw: DataFrame, *, flush_time: dt.datetime, persist: Any
@@ -687,9 +684,15 @@ class BatchProcessor:
         rest = decode(
             parsed.left, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder="spark"
         )
-        labelled = self._labelled(rest, table_schema)[0]
-        written = self.writer.write_sorted(labelled, shape.labels, on_driver=parsed.few_left)
-        stats = merged_stats([parsed.stats, written.stats], len(shape.labels.rules))
+        return self._with_left(parsed, self._labelled(rest, table_schema)[0], shape.labels)
+
+    def _with_left(self, parsed: ParsedBatch, labelled: DataFrame, labels: Labels) -> SortedBatch:
+        """What the tasks wrote, with the records they left (``labelled`` by Spark's side) sorted and written.
+
+        On the driver when they are few (``ParsedBatch.few_left``), by a job of the single pass's tasks otherwise.
+        """
+        written = self.writer.write_sorted(labelled, labels, on_driver=parsed.few_left)
+        stats = merged_stats([parsed.stats, written.stats], len(labels.rules))
         return SortedBatch(parsed.files + written.files, written.errors, written.quarantined, stats)
 
     def _arrow_rules(self, schema: StructType) -> list[Rule | None]:
