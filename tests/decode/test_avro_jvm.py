@@ -89,28 +89,47 @@ def outcomes(kafka_df: Any, values: list[bytes | None], c: Codec, *, jvm: bool, 
 
 
 def where_written(kafka_df: Any, values: list[bytes | None], c: Codec, *, jvm: bool) -> list[Any]:
-    """(offset, value) of the records the Arrow writer's tasks decode (``schemaful.decoded_fields``), in order.
+    """What the Arrow writer's tasks make of ``values`` (``schemaful.decoded_fields``), in the batch's order.
 
-    ``jvm``: the tasks get the JVM's pass (``avro_jvm.staged``) and decode only what it left.
+    ``(offset, value, None)`` of a record they decode, ``(offset, None, reason)`` of one whose
+    error they settle themselves; a record they leave to Spark is not listed. ``jvm``: the tasks
+    get the JVM's pass (``avro_jvm.staged``) and decode only what it left.
     """
     from pyspark.sql import types as T
 
     frame = kafka_frame(kafka_df([Msg(None, v) for v in values]))
     if jvm:
         frame = avro_jvm.staged(frame, c, avro_jvm.jvm_writers(frame, c), text=False)  # as run/batch.py
-    schema = T.StructType([T.StructField("offset", T.LongType()), T.StructField(FIELDS, c.columns)])
+    schema = T.StructType(
+        [T.StructField("offset", T.LongType()), T.StructField(FIELDS, c.columns), T.StructField(REASON, T.StringType())]
+    )
 
     def task(batches: Any) -> Any:
         import pyarrow as pa
 
         readers = schemaful.Readers(c)
         for batch in batches:
-            _, decoded, fields = schemaful.decoded_fields(batch, c, readers)
+            _, decoded, fields, errors = schemaful.decoded_fields(batch, c, readers)
             struct = pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
-            yield pa.RecordBatch.from_arrays([decoded.column("offset"), struct], names=["offset", FIELDS])
+            reasons = pa.nulls(decoded.num_rows, pa.string())
+            yield pa.RecordBatch.from_arrays(
+                [decoded.column("offset"), struct, reasons], names=["offset", FIELDS, REASON]
+            )
+            failed = batch.column("offset").take(pa.array(list(errors), pa.int64()))
+            yield pa.RecordBatch.from_arrays(
+                [failed, pa.nulls(len(errors), struct.type), pa.array(list(errors.values()), pa.string())],
+                names=["offset", FIELDS, REASON],
+            )
 
-    got = frame.coalesce(1).mapInArrow(task, schema).select("offset", F.to_json(FIELDS)).collect()
-    return [(o, json.loads(f)) for o, f in got]
+    got = frame.coalesce(1).mapInArrow(task, schema).select("offset", F.to_json(FIELDS), REASON)
+    return [(o, None if f is None else json.loads(f), reason) for o, f, reason in got.collect()]
+
+
+def settled_as_sparks_side(written: list[Any], spark_side: list[Any]) -> None:
+    """The errors the tasks settled are Spark's side's errors, reason for reason; what they decoded decoded there."""
+    by_offset = {o: (failed, reason) for o, _, failed, reason in spark_side}
+    for offset, _, reason in written:
+        assert by_offset[offset] == ((True, reason) if reason is not None else (False, None))
 
 
 def jvm_took(kafka_df: Any, values: list[bytes | None], c: Codec) -> list[int]:
@@ -172,10 +191,15 @@ def test_what_the_jvm_would_read_differently_goes_to_python(kafka_df, monkeypatc
     jvm = outcomes(kafka_df, values, c, jvm=True, monkeypatch=monkeypatch)
     assert jvm == outcomes(kafka_df, values, c, jvm=False, monkeypatch=monkeypatch)
     assert jvm_took(kafka_df, values, c) == [0]  # only the well-formed record
-    # the Arrow writer's tasks: the JVM's record, then the ones Python decodes, in the batch's order
+    # the Arrow writer's tasks: the JVM's record and the ones Python decodes, in the batch's order, and
+    # every error but the unknown schema id's (the driver fetches it; Spark's side decodes its record)
     written = where_written(kafka_df, values, c, jvm=True)
     assert written == where_written(kafka_df, values, c, jvm=False)
-    assert [o for o, _ in written] == [o for o, _, failed, _ in jvm if not failed]
+    assert [o for o, _, reason in written if reason is None] == [o for o, _, failed, _ in jvm if not failed]
+    assert [o for o, _, reason in written if reason is not None] == [
+        o for o, _, failed, reason in jvm if failed and "unknown schema id 99" not in reason
+    ]
+    settled_as_sparks_side(written, jvm)
     reasons = {name: r[3] for name, r in zip(DISAGREE, jvm[1:], strict=False)}
     assert "bytes left after the record" in reasons["left-over bytes"]
     assert "UnicodeDecodeError" in reasons["text that is not UTF-8"]
@@ -211,10 +235,11 @@ def mutated(draw: Any) -> bytes | None:
 @given(st.lists(mutated(), min_size=20, max_size=40))
 def test_any_bytes_get_the_outcome_python_gives_them(kafka_df, monkeypatch, values):
     c = codec(SMALL)
-    assert outcomes(kafka_df, values, c, jvm=True, monkeypatch=monkeypatch) == outcomes(
-        kafka_df, values, c, jvm=False, monkeypatch=monkeypatch
-    )
-    assert where_written(kafka_df, values, c, jvm=True) == where_written(kafka_df, values, c, jvm=False)
+    spark_side = outcomes(kafka_df, values, c, jvm=True, monkeypatch=monkeypatch)
+    assert spark_side == outcomes(kafka_df, values, c, jvm=False, monkeypatch=monkeypatch)
+    written = where_written(kafka_df, values, c, jvm=True)
+    assert written == where_written(kafka_df, values, c, jvm=False)
+    settled_as_sparks_side(written, spark_side)
 
 
 def test_limits_are_read_where_the_tasks_run(spark):

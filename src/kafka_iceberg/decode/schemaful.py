@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafka_iceberg.decode import avro, avro_jvm, debezium
 from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, payload_part
@@ -355,22 +355,28 @@ def decode_batches(batches: Iterator[pa.RecordBatch], codec: Codec) -> Iterator[
 
 def decode_batch(batch: pa.RecordBatch, codec: Codec, readers: Readers | None = None) -> pa.RecordBatch:
     """Decode one Arrow batch of the Kafka frame (see :func:`decode_record`)."""
+    return _decode_batch(batch, codec, readers or Readers(codec))[0]
+
+
+def _decode_batch(batch: pa.RecordBatch, codec: Codec, readers: Readers) -> tuple[pa.RecordBatch, list[int]]:
+    """:func:`decode_batch`, and the rows whose error is settled (:attr:`Outcome.settled`)."""
     import pyarrow as pa
 
-    readers = readers or Readers(codec)
     payloads = batch.column(codec.source).to_pylist()
     rows: list[dict[str, Any] | None] = []
-    failed, tomb, skip, reasons = [], [], [], []
+    failed, tomb, skip, reasons, settled = [], [], [], [], []
     as_read = []  # rows of plain writers, not conformed (Readers.plain)
     for i, data in enumerate(payloads):
-        row, is_delete, skipped, reason, plain = decode_record(data, codec, readers)
-        rows.append(row)
-        failed.append(reason is not None)
-        tomb.append(is_delete)
-        skip.append(skipped)
-        reasons.append(reason)
-        if plain:
+        outcome = decode_record(data, codec, readers)
+        rows.append(outcome.row)
+        failed.append(outcome.reason is not None)
+        tomb.append(outcome.is_delete)
+        skip.append(outcome.skipped)
+        reasons.append(outcome.reason)
+        if outcome.plain:
             as_read.append(i)
+        if outcome.settled:
+            settled.append(i)
     struct = arrow_type(codec.columns)
     try:
         fields = pa.array(rows, type=struct)
@@ -393,32 +399,44 @@ def decode_batch(batch: pa.RecordBatch, codec: Codec, readers: Readers | None = 
         pa.array(reasons, pa.string()),
     ]
     names = [*batch.schema.names, FIELDS, FAILED, TOMB, SKIP, REASON]
-    return pa.RecordBatch.from_arrays(out, names=names)
+    return pa.RecordBatch.from_arrays(out, names=names), settled
 
 
 def decoded_fields(
     batch: pa.RecordBatch, codec: Codec, readers: Readers
-) -> tuple[pa.Array, pa.RecordBatch, dict[str, pa.Array]]:
-    """The records of ``batch`` that decode, and their columns: ``(decoded mask, those records, columns)``.
+) -> tuple[pa.Array, pa.RecordBatch, dict[str, pa.Array], dict[int, str]]:
+    """The records of ``batch`` that decode, and their columns: ``(decoded mask, those records, columns, errors)``.
 
-    For the Arrow writer's single pass (``write/certified.py``): a record that does not decode is
-    left to Spark, whose decoder (this module's, again) gives it its error row.
+    For the Arrow writer's single pass (``write/certified.py``). ``errors``: the records whose
+    error is settled (:attr:`Outcome.settled`: the bytes or the writer schema refused them), by
+    their row in ``batch``, with the reason Spark's side would give them; the task routes those
+    itself. Any other record that does not decode is left to Spark, whose decoder (this module's,
+    again, with the schema ids the tasks report) gives it its error row.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if avro_jvm.OK in batch.schema.names:
-        ok, decoded, fields = _jvm_then_python(batch, codec, readers)
+        ok, decoded, fields, errors = _jvm_then_python(batch, codec, readers)
     else:
-        out = decode_batch(batch, codec, readers)
+        out, settled = _decode_batch(batch, codec, readers)
         ok = pc.invert(pc.or_(out.column(FAILED), out.column(SKIP)))
         decoded = out.filter(ok)
         fields = decoded.column(FIELDS)
+        errors = _settled_errors(out, settled, range(batch.num_rows))
     assert isinstance(fields, pa.StructArray)
-    return ok, decoded, {f.name: fields.field(i) for i, f in enumerate(fields.type)}
+    return ok, decoded, {f.name: fields.field(i) for i, f in enumerate(fields.type)}, errors
 
 
-def _jvm_then_python(batch: pa.RecordBatch, codec: Codec, readers: Readers) -> tuple[pa.Array, pa.RecordBatch, Any]:
+def _settled_errors(out: pa.RecordBatch, settled: list[int], rows: Any) -> dict[int, str]:
+    """``{row in the batch: reason}`` of the settled errors in ``out`` (:func:`_decode_batch`; its row i is rows[i])."""
+    reasons = out.column(REASON)
+    return {int(rows[i]): reasons[i].as_py() for i in settled if reasons[i].is_valid}
+
+
+def _jvm_then_python(
+    batch: pa.RecordBatch, codec: Codec, readers: Readers
+) -> tuple[pa.Array, pa.RecordBatch, Any, dict[int, str]]:
     """:func:`decoded_fields` of a batch the JVM decoded first (``avro_jvm.staged``): Python decodes the rest.
 
     A record the JVM kept, its text UTF-8, has its value as the JVM read it (the same as Python's,
@@ -438,17 +456,19 @@ def _jvm_then_python(batch: pa.RecordBatch, codec: Codec, readers: Readers) -> t
         values = values.filter(pa.array(~text))
     values = values.cast(arrow_type(codec.columns))
     ok = jvm.copy()
+    errors: dict[int, str] = {}
     if not jvm.all():
         rest = np.flatnonzero(~jvm)
-        out = decode_batch(kafka.take(pa.array(rest)), codec, readers)
+        out, settled = _decode_batch(kafka.take(pa.array(rest)), codec, readers)
         python = pc.invert(pc.or_(out.column(FAILED), out.column(SKIP))).to_numpy(zero_copy_only=False)
         ok[rest[python]] = True
+        errors = _settled_errors(out, settled, rest)
         values = pa.concat_arrays([values, out.column(FIELDS).filter(pa.array(python))])
         # the JVM's records first, then Python's: back to the batch's order
         order = np.argsort(np.concatenate([np.flatnonzero(jvm), rest[python]]), kind="stable")
         values = values.take(pa.array(order))
     decoded = kafka.filter(pa.array(ok)).append_column(FIELDS, values)
-    return pa.array(ok), decoded, values
+    return pa.array(ok), decoded, values, errors
 
 
 def unseen_ids(batch: pa.RecordBatch, codec: Codec) -> set[int]:
@@ -492,59 +512,61 @@ def _one_by_one(rows: list[Any], struct: pa.DataType, failed: list[bool], reason
     return pa.concat_arrays(parts) if parts else pa.array([], type=struct)
 
 
-def decode_record(
-    data: bytes | None, codec: Codec, readers: Readers
-) -> tuple[dict[str, Any] | None, bool, bool, str | None, bool]:
-    """``(row, is_delete, skipped, error reason, as read)`` of one message.
+class Outcome(NamedTuple):
+    """One message decoded (:func:`decode_record`)."""
 
-    ``as read``: the row is fastavro's value, not conformed (:meth:`Readers.plain`); Arrow checks it
-    in :func:`decode_batch`, which conforms it where Arrow refuses the batch.
+    row: dict[str, Any] | None
+    is_delete: bool
+    skipped: bool  # a Debezium tombstone, which follows a delete
+    reason: str | None  # why it is an error; None when it decoded
+    plain: bool = False  # the row is fastavro's value, not conformed (:meth:`Readers.plain`)
+    # An error the table's columns play no part in (the bytes, the wire header or the writer schema
+    # refused the message): decoded again with any codec of the same schema ids, it fails the same way.
+    settled: bool = False
+
+
+def decode_record(data: bytes | None, codec: Codec, readers: Readers) -> Outcome:
+    """One message's row, or why it is an error.
+
+    A plain row (:attr:`Outcome.plain`) is checked by Arrow in :func:`decode_batch`, which
+    conforms it where Arrow refuses the batch.
     """
     part = codec.part
     if data is None:
         if codec.envelope == "debezium":
-            return None, False, True, None, False  # the tombstone Debezium sends after a delete
+            return Outcome(None, False, True, None)  # the tombstone Debezium sends after a delete
         if codec.upsert and part == "value":
-            return (
-                None,
-                False,
-                False,
-                f"null value (tombstone): deletes need source.envelope debezium for format {codec.fmt}",
-                False,
-            )
-        return None, False, False, f"null {part}: format {codec.fmt} decodes the message {part}, which is null", False
+            reason = f"null value (tombstone): deletes need source.envelope debezium for format {codec.fmt}"
+            return Outcome(None, False, False, reason, settled=True)
+        return Outcome(None, False, False, f"null {part}: format {codec.fmt} decodes the message {part}, which is null",
+                       settled=True)  # fmt: skip
     schema_id = None
     payload = data
     try:
         if codec.wire:
             schema_id, payload = split_header(data, part)
             if schema_id in codec.unknown or (schema_id not in codec.writers and schema_id not in codec.protos):
-                return (
-                    None,
-                    False,
-                    False,
-                    f"unknown schema id {schema_id} in {part} (the schema registry has no such {codec.fmt} schema)",
-                    False,
-                )
+                reason = f"unknown schema id {schema_id} in {part} (the schema registry has no such {codec.fmt} schema)"
+                return Outcome(None, False, False, reason, settled=schema_id in codec.unknown)  # else: fetched
         elif len(data) == 0 and codec.fmt == "json":
-            return None, False, False, f"empty {part} (0 bytes)", False
+            return Outcome(None, False, False, f"empty {part} (0 bytes)", settled=True)
     except WireError as exc:
-        return None, False, False, str(exc), False
+        return Outcome(None, False, False, str(exc), settled=True)
     try:
         value = readers.read(schema_id, payload)
     except ValueError as exc:
         which = f"writer schema {schema_id}" if schema_id is not None else "the writer schema"
         if codec.fmt == "json":
-            return None, False, False, str(exc), False
-        return None, False, False, f"{part} does not match {which}: {exc}", False
+            return Outcome(None, False, False, str(exc), settled=True)
+        return Outcome(None, False, False, f"{part} does not match {which}: {exc}", settled=True)
     is_delete = False
     try:
         if codec.envelope == "debezium":
             value, is_delete = debezium.change(value)
         elif readers.plain(schema_id):
-            return value, False, False, None, True  # Arrow checks it (decode_batch)
+            return Outcome(value, False, False, None, plain=True)  # Arrow checks it (decode_batch)
         elif not isinstance(value, dict):
             value = {"value": value}
-        return readers.conform(value), is_delete, False, None, False
+        return Outcome(readers.conform(value), is_delete, False, None)
     except (ValueError, TypeError, ArithmeticError) as exc:
-        return None, False, False, str(exc), False
+        return Outcome(None, False, False, str(exc))

@@ -461,7 +461,8 @@ class BatchProcessor:
         """
         raw, codec, written = self._decode_where_written(raw, flush_time=flush_time, persist=persist)
         if written is not None and written.left is None:
-            return SortedBatch(written.files, [], [], written.stats), Labels.of(self.spec.expectations), None
+            batch = SortedBatch(written.files, list(written.errors), [], written.stats)
+            return batch, Labels.of(self.spec.expectations), None
         source = raw if written is None else written.left
         assert source is not None
         decoded = decode(
@@ -678,7 +679,7 @@ class BatchProcessor:
         )
         self._nested |= parsed.nested
         if parsed.left is None:
-            return SortedBatch(parsed.files, [], [], parsed.stats)
+            return SortedBatch(parsed.files, list(parsed.errors), [], parsed.stats)
         if self.spec.source.decoder == "auto" and not parsed.few_left:
             self._spark_batches = AUTO_ARROW_BACKOFF
         rest = decode(
@@ -693,7 +694,8 @@ class BatchProcessor:
         """
         written = self.writer.write_sorted(labelled, labels, on_driver=parsed.few_left)
         stats = merged_stats([parsed.stats, written.stats], len(labels.rules))
-        return SortedBatch(parsed.files + written.files, written.errors, written.quarantined, stats)
+        errors = [*parsed.errors, *written.errors]  # the router orders them by their coordinates
+        return SortedBatch(parsed.files + written.files, errors, written.quarantined, stats)
 
     def _arrow_rules(self, schema: StructType) -> list[Rule | None]:
         """The expectations translated for pyarrow over rows of ``schema`` (None where one is not)."""

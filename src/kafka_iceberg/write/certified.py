@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.checks.arrow_rules import Rule, holds
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
-from kafka_iceberg.decode.plan import HEADERS, KEY, VALUE, payload_part
+from kafka_iceberg.decode.plan import ERROR_STAGE, HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.decode.schemaful import Codec, Readers, decoded_fields, unseen_ids
-from kafka_iceberg.records import FEW_FAILURE_BYTES, FEW_FAILURES, TOMBSTONE_COLUMN
+from kafka_iceberg.records import ERROR_COLUMNS, FEW_FAILURE_BYTES, FEW_FAILURES, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
 from kafka_iceberg.spec.model import TableSpec
@@ -160,6 +160,8 @@ class _Certified:
     left: pa.RecordBatch | None  # the records left to Spark, as they came; None when there are none
     warned: list[int]  # violations of each rule among the certified records (only warn rules have any)
     nested: tuple[str, ...] = ()  # flatten string columns read by expressions (decode.arrow.nested_found)
+    errors: pa.RecordBatch | None = None  # records whose decode error is settled here (schema-driven formats)
+    reasons: tuple[str, ...] = ()  # their reasons, in order
 
 
 def _parsed(
@@ -184,13 +186,17 @@ def _parsed(
 
 def _decoded(
     batch: pa.RecordBatch, codec: Codec, readers: Any, part: Part, names: list[str]
-) -> tuple[Any, pa.RecordBatch, dict[str, pa.Array], Any]:
-    """A schema-driven format's decode (:func:`~kafka_iceberg.decode.schemaful.decoded_fields`), as :func:`_parsed`."""
+) -> tuple[Any, pa.RecordBatch, dict[str, pa.Array], Any, dict[int, str]]:
+    """A schema-driven format's decode (:func:`~kafka_iceberg.decode.schemaful.decoded_fields`), as :func:`_parsed`.
+
+    Also the records whose decode error is settled, by row, with their reasons.
+    """
     import numpy as np
 
-    ok, decoded, fields = decoded_fields(batch, codec, readers)
+    ok, decoded, fields, errors = decoded_fields(batch, codec, readers)
     columns = _rows(decoded, fields, None, part, names)
-    return ok.to_numpy(zero_copy_only=False).astype(bool), decoded, columns, np.ones(decoded.num_rows, dtype=bool)
+    present = np.ones(decoded.num_rows, dtype=bool)
+    return ok.to_numpy(zero_copy_only=False).astype(bool), decoded, columns, present, errors
 
 
 def _certify(
@@ -201,13 +207,16 @@ def _certify(
     A record is left to Spark when it was not certified (the Arrow decoder) or did not decode (a
     schema-driven format, ``readers`` its decoders), when text Arrow cannot convert exactly is in
     it, when one of ``required`` is missing (Spark explains it) or when it violates a
-    ``quarantine``, ``drop`` or ``fail`` rule (Spark routes it).
+    ``quarantine``, ``drop`` or ``fail`` rule (Spark routes it). A schema-driven record whose
+    decode error is settled (the bytes or the writer schema refused it) is an error here: Spark's
+    side runs the same decoder, which would refuse it with the same reason.
     """
     import numpy as np
     import pyarrow as pa
 
+    errors: dict[int, str] = {}
     if isinstance(parser, Codec):
-        ok, certified, columns, present = _decoded(batch, parser, readers, part, names)
+        ok, certified, columns, present, errors = _decoded(batch, parser, readers, part, names)
     else:
         ok, certified, columns, present = _parsed(batch, parser, part, names)
     nested = nested_found(certified) if isinstance(parser, Layout) else ()
@@ -225,8 +234,12 @@ def _certify(
         certified = certified.filter(keep)
         columns = {name: column.filter(keep) for name, column in columns.items()}
     warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
+    rows = list(errors)
+    errored = batch.take(pa.array(rows, pa.int64())) if rows else None
+    if rows:
+        ok[rows] = True  # not left to Spark
     left = None if ok.all() else batch.filter(pa.array(~ok))
-    return _Certified(columns, certified, left, warned, nested)
+    return _Certified(columns, certified, left, warned, nested, errored, tuple(errors.values()))
 
 
 def _stats(
@@ -237,13 +250,15 @@ def _stats(
     *,
     unseen: set[int],
     nested: set[str],
+    errors: int,
 ) -> dict[str, Any]:
     """A task's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`' shape), plus what the driver learns.
 
     ``left``: the records left to Spark (counted, and their size); ``unseen``: schema ids the codec
-    did not know; ``nested``: flatten string columns found holding objects or arrays.
+    did not know; ``nested``: flatten string columns found holding objects or arrays; ``errors``:
+    records the task found to be errors (counted in, not decoded).
     """
-    stats = {"in": certified, "decoded": certified, "violations": violations, "quarantined": 0}
+    stats = {"in": certified + errors, "decoded": certified, "violations": violations, "quarantined": 0}
     stats["first"] = [None] * len(violations)  # a record violating a fail rule is left to Spark
     stats |= {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: sum(b.num_rows for b in left)}
     stats[_LEFT_BYTES] = sum(b.nbytes for b in left)
@@ -268,7 +283,7 @@ def write_parsed(
     fields = TableMetadataUtil.parse_raw(target.metadata_json).schema().fields
     required = [f.name for f in fields if f.required] + _required(parser)
     readers = Readers(parser) if isinstance(parser, Codec) else None  # per task: schemas parsed once
-    tables, left, offsets = [], [], []
+    tables, left, offsets, errors = [], [], [], []
     violations = [0] * len(part.rules)
     unseen: set[int] = set()  # schema ids the driver did not know of: their records are left to Spark
     nested: set[str] = set()
@@ -280,6 +295,8 @@ def write_parsed(
         tables.append(pa.table(done.columns))
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
+        if done.errors is not None:
+            errors.append(_error_rows(done.errors, done.reasons, schema))
         if done.left is not None:
             left.append(done.left)
             if isinstance(parser, Codec):
@@ -292,9 +309,11 @@ def write_parsed(
             {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
             for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
         ]
-    stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested)
+    errored = sum(b.num_rows for b in errors)
+    stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested, errors=errored)
     out.append({"kind": "stats", "stats": json.dumps(stats)})
     yield pa.RecordBatch.from_pylist(out, schema=schema)
+    yield from errors
     for batch in left:
         yield _left_rows(batch, schema)
 
@@ -336,7 +355,7 @@ def rows_parsed(
         if done.certified.num_rows:
             rows = dict(zip(names, (done.columns[c] for c in columns), strict=True))
             yield _kind_rows("row", done.certified.num_rows, schema, rows)
-    stats = _stats(certified, violations, offsets, left, unseen=set(), nested=nested)
+    stats = _stats(certified, violations, offsets, left, unseen=set(), nested=nested, errors=0)
     yield pa.RecordBatch.from_pylist([{"kind": "stats", "stats": json.dumps(stats)}], schema=schema)
     for batch in left:
         yield _left_rows(batch, schema)
@@ -367,10 +386,30 @@ def _kind_rows(kind: str, n: int, schema: pa.Schema, arrays: dict[str, pa.Array]
     return pa.RecordBatch.from_arrays(out, schema=schema)
 
 
+def _kafka_columns(batch: pa.RecordBatch) -> dict[str, pa.Array]:
+    """A record's Kafka columns by their error-row names (the frame calls its bytes ``_ki_key`` and so on)."""
+    source = {"key": KEY, "value": VALUE, "headers": HEADERS}
+    return {f: batch.column(source.get(f, f)) for f in _KAFKA_SHAPE}
+
+
 def _left_rows(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """Records left to Spark as rows of kind ``left``: their Kafka columns, nothing else."""
-    source = {"key": KEY, "value": VALUE, "headers": HEADERS}
-    return _kind_rows(_LEFT, batch.num_rows, schema, {f: batch.column(source.get(f, f)) for f in _KAFKA_SHAPE})
+    return _kind_rows(_LEFT, batch.num_rows, schema, _kafka_columns(batch))
+
+
+def _error_rows(batch: pa.RecordBatch, reasons: tuple[str, ...], schema: pa.Schema) -> pa.RecordBatch:
+    """Records that did not decode as rows of kind ``error``: the error row Spark's side gives them.
+
+    Its Kafka columns, the reason, the ``decode`` stage and no decoded fields (a record that did not
+    decode has none: ``nullif(to_json(NULL), ...)`` on Spark's side).
+    """
+    import pyarrow as pa
+
+    n = batch.num_rows
+    stage = pa.repeat(pa.scalar(ERROR_STAGE, pa.string()), n)
+    return _kind_rows(
+        "error", n, schema, _kafka_columns(batch) | {"_error": pa.array(reasons, pa.string()), "_error_stage": stage}
+    )
 
 
 # -- Spark side ------------------------------------------------------------------------------------
@@ -390,6 +429,7 @@ class ParsedBatch:
     unseen: frozenset[int] = frozenset()  # schema ids the codec did not know (their records are in ``left``)
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
     left_bytes: int = 0  # their size in Arrow
+    errors: tuple[Row, ...] = ()  # records the tasks found to be errors (error-row shape), counted in ``stats``
 
     @property
     def few_left(self) -> bool:
@@ -411,6 +451,8 @@ def write_where_parsed(
 
     Its output is persisted: the records left to Spark are read from it by the next job.
     """
+    from pyspark.sql import Row
+
     struct, arrow = sorted_schema()
     task = functools.partial(
         write_parsed, parser=parser, part=_part(frame, spec, pt, rules), target=target, schema=arrow
@@ -419,7 +461,8 @@ def write_where_parsed(
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, left = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
     unseen, nested = frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED))
-    return ParsedBatch(written_files(head), stats, rest, left, unseen, nested, stats.pop(_LEFT_BYTES))
+    errors = tuple(Row(**{c: r[c] for c in ERROR_COLUMNS}) for r in head if r["kind"] == "error")
+    return ParsedBatch(written_files(head), stats, rest, left, unseen, nested, stats.pop(_LEFT_BYTES), errors)
 
 
 @dataclass(frozen=True)
@@ -432,6 +475,7 @@ class ParsedRows:
     left_count: int  # how many
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
     left_bytes: int = 0  # their size in Arrow
+    errors: tuple[Row, ...] = ()  # records the tasks found to be errors (error-row shape), counted in ``stats``
 
     @property
     def few_left(self) -> bool:
