@@ -488,10 +488,13 @@ class BatchProcessor:
         tasks wrote (None where the pass does not apply).
 
         The decoder is this format's own (``decode/schemaful.py``) on either path, so only what it
-        cannot keep goes back to Spark: records that do not decode, miss a value the table requires or
-        violate a ``quarantine``, ``drop`` or ``fail`` rule, and records of a schema id the codec did
-        not know. It applies without a Debezium envelope or ``include_headers``, with expectations
-        all translated for pyarrow, and a table whose columns take the decoded ones as they are (no
+        cannot keep goes back to Spark: records that do not decode for a reason the table's columns
+        play a part in, miss a value the table requires or violate a ``quarantine``, ``drop`` or
+        ``fail`` rule, and records of a schema id the codec did not know. Settled decode errors come
+        back as error rows (``ParsedBatch.errors``).
+
+        It applies without a Debezium envelope or ``include_headers``, with expectations all
+        translated for pyarrow, and a table whose columns take the decoded ones as they are (no
         nested column wider than the writer schema's). For Avro the JVM decodes first
         (``decode/avro_jvm.py``): the tasks decode only the records it did not keep.
         """

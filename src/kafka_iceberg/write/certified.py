@@ -23,8 +23,10 @@ Spark's decoder made of the rest (``run/batch.py``, ``_parse_for_merge``).
 
 The schema-driven formats (Avro, Protobuf, JSON Schema) take :func:`write_parsed` too, with their
 codec in place of the layout (``run/batch.py``, ``_decode_where_written``): their decoder is Python
-on either path, so a record that decodes is certified; one that does not, or whose schema id the
-codec does not know (reported back, so the driver fetches it), is left to Spark.
+on either path, so a record that decodes is certified, and one whose decode error is settled (the
+bytes or the writer schema refused it) becomes its error row here, with Spark's side's reason; any
+other that does not decode, or whose schema id the codec does not know (reported back, so the
+driver fetches it), is left to Spark.
 """
 
 from __future__ import annotations
