@@ -431,7 +431,7 @@ def decoded_fields(
 def _settled_errors(out: pa.RecordBatch, settled: list[int], rows: Any) -> dict[int, str]:
     """``{row in the batch: reason}`` of the settled errors in ``out`` (:func:`_decode_batch`; its row i is rows[i])."""
     reasons = out.column(REASON)
-    return {int(rows[i]): reasons[i].as_py() for i in settled if reasons[i].is_valid}
+    return {int(rows[i]): reasons[i].as_py() for i in settled}
 
 
 def _jvm_then_python(

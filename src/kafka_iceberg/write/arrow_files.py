@@ -364,6 +364,13 @@ def written_files(rows: list[Row]) -> list[WrittenFile]:
     ]
 
 
+def leaving(rows: list[Any], kind: str) -> list[Row]:
+    """The records of ``kind`` (``error``, ``quarantine``) among a single-pass job's output rows, as error rows."""
+    from pyspark.sql import Row
+
+    return [Row(**{c: r[c] for c in ERROR_COLUMNS}) for r in rows if r["kind"] == kind]
+
+
 @dataclass(frozen=True)
 class SortedBatch:
     """What the single pass's job brought back: files written (not committed), records leaving the table, counts."""
@@ -383,8 +390,6 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels, *, on_d
     """
     import functools
 
-    from pyspark.sql import Row
-
     struct, arrow = sorted_schema()
     if on_driver:
         batches = write_sorted(iter(_arrow_batches(frame)), target, labels, arrow)
@@ -392,13 +397,8 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels, *, on_d
     else:
         task = functools.partial(write_sorted, target=target, labels=labels, schema=arrow)
         out = frame.mapInArrow(task, struct).collect()
-    files = written_files(out)
-    kept = {
-        kind: [Row(**{c: r[c] for c in ERROR_COLUMNS}) for r in out if r["kind"] == kind]
-        for kind in ("error", "quarantine")
-    }
     stats = merged_stats([json.loads(r["stats"]) for r in out if r["kind"] == "stats"], len(labels.rules))
-    return SortedBatch(files, kept["error"], kept["quarantine"], stats)
+    return SortedBatch(written_files(out), leaving(out, "error"), leaving(out, "quarantine"), stats)
 
 
 def sort_on_driver(frame: DataFrame, labels: Labels) -> tuple[int, SortedBatch]:

@@ -42,11 +42,11 @@ from kafka_iceberg.checks.arrow_rules import Rule, holds
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
 from kafka_iceberg.decode.plan import ERROR_STAGE, HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.decode.schemaful import Codec, Readers, decoded_fields, unseen_ids
-from kafka_iceberg.records import ERROR_COLUMNS, FEW_FAILURE_BYTES, FEW_FAILURES, TOMBSTONE_COLUMN
+from kafka_iceberg.records import FEW_FAILURE_BYTES, FEW_FAILURES, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
 from kafka_iceberg.spec.model import TableSpec
-from kafka_iceberg.write.arrow_files import FileTarget, WrittenFile, data_files, sorted_schema, written_files
+from kafka_iceberg.write.arrow_files import FileTarget, WrittenFile, data_files, leaving, sorted_schema, written_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -236,10 +236,10 @@ def _certify(
         certified = certified.filter(keep)
         columns = {name: column.filter(keep) for name, column in columns.items()}
     warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
-    rows = list(errors)
-    errored = batch.take(pa.array(rows, pa.int64())) if rows else None
-    if rows:
-        ok[rows] = True  # not left to Spark
+    errored = None
+    if errors:
+        errored = batch.take(pa.array(list(errors), pa.int64()))
+        ok[list(errors)] = True  # not left to Spark
     left = None if ok.all() else batch.filter(pa.array(~ok))
     return _Certified(columns, certified, left, warned, nested, errored, tuple(errors.values()))
 
@@ -453,8 +453,6 @@ def write_where_parsed(
 
     Its output is persisted: the records left to Spark are read from it by the next job.
     """
-    from pyspark.sql import Row
-
     struct, arrow = sorted_schema()
     task = functools.partial(
         write_parsed, parser=parser, part=_part(frame, spec, pt, rules), target=target, schema=arrow
@@ -463,7 +461,7 @@ def write_where_parsed(
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, left = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
     unseen, nested = frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED))
-    errors = tuple(Row(**{c: r[c] for c in ERROR_COLUMNS}) for r in head if r["kind"] == "error")
+    errors = tuple(leaving(head, "error"))
     return ParsedBatch(written_files(head), stats, rest, left, unseen, nested, stats.pop(_LEFT_BYTES), errors)
 
 
@@ -477,7 +475,6 @@ class ParsedRows:
     left_count: int  # how many
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
     left_bytes: int = 0  # their size in Arrow
-    errors: tuple[Row, ...] = ()  # records the tasks found to be errors (error-row shape), counted in ``stats``
 
     @property
     def few_left(self) -> bool:
