@@ -447,3 +447,49 @@ tables:
         (2, b"k", cut),
         (4, None, b"\x00\x00"),
     ]
+
+
+def test_an_older_version_first_seen_after_the_first_batch_adds_its_columns_on_either_writer(
+    tmp_path, lake, stack, monkeypatch
+):
+    """The subject's latest version dropped a field an older one has; records of the older version
+    arrive from the second batch on. Spark's side takes the table's columns from the latest version
+    and the writers of the batch, so the field becomes a column when they arrive: the Arrow writer's
+    tasks do not know that version's id, leave its records to Spark's side, and the table must be
+    evolved for them before they are written (no value of theirs is lost)."""
+    from kafka_iceberg.write import certified, writer
+
+    written = returns(monkeypatch, writer, "write_where_parsed", certified.write_where_parsed)
+    old = {**V1, "fields": [*V1["fields"], {"name": "legacy", "type": ["null", "string"], "default": None}]}
+    tables = {}
+    for engine in ("spark", "arrow"):
+        ns, topic = unique("avro_old"), unique("orders")
+        older = [
+            avro_value(stack.registry_url, topic, old, {"id": i, "name": f"n{i}", "legacy": f"l{i}"}) for i in (3, 4)
+        ]
+        latest = [avro_value(stack.registry_url, topic, V1, {"id": i, "name": f"n{i}"}) for i in range(3)]
+        produce(stack.kafka_bootstrap, topic, [(None, v) for v in latest + older], partition=0)
+        run_pipeline(
+            tmp_path / engine,
+            f"""
+pipeline: avro_old
+catalog: lake
+tables:
+  - name: orders
+    namespace: {ns}
+    source: {{topics: [{topic}], format: avro, max_records_per_batch: 3, schema_registry: {{url: "${{local:schema_registry.url}}"}}}}
+    write: {{engine: {engine}}}
+    partition_window: none
+""",
+        )
+        table = lake.pyiceberg().load_table(f"{ns}.orders")
+        tables[engine] = (
+            [f.name for f in table.schema().fields],
+            [(r["id"], r["name"], r["legacy"]) for r in rows(lake, f"{ns}.orders")],
+        )
+    assert tables["spark"][1] == [(0, "n0", None), (1, "n1", None), (2, "n2", None), (3, "n3", "l3"), (4, "n4", "l4")]
+    assert tables["arrow"] == tables["spark"]
+    assert [bool(w.unseen) for w in written] == [
+        False,
+        True,
+    ]  # the Arrow writer's run: the older id, in its second batch

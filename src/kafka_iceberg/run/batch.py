@@ -519,6 +519,8 @@ class BatchProcessor:
                     assert self._schema_ids is not None
                     self._schema_ids |= decoded.unseen
                     codec = build_codec(kafka_frame(raw), spec, base_dir=self.base_dir, ids=self._schema_ids)
+                    # Their writer may have fields the table lacks (a version older than the latest)
+                    self.writer.prepare(row_schema(codec, pt))
                 return raw, codec, decoded
         return raw, codec if read else None, None  # Spark's side decodes the batch: it needs all of its ids
 

@@ -111,6 +111,8 @@ class TableWriter:
         self._iceberg = IcebergTable(spark, self.table)
         self._in_batch = False  # inside :meth:`batch`
         self._loaded = False  # this batch loaded the table already (never True outside a batch)
+        self._changes = 0  # plans applied through ``spark`` (:meth:`apply`)
+        self._sessions: dict[int, int] = {}  # another session's identity → ``_changes`` when it last loaded the table
 
     @property
     def quoted(self) -> str:
@@ -198,6 +200,7 @@ class TableWriter:
         Raises:
             Exception: the Spark error of the first statement that failed.
         """
+        self._changes += 1
         try:
             self._run(plan)
         except Exception as exc:
@@ -449,7 +452,23 @@ class TableWriter:
                 return str(f.name)
         raise ConfigError.one(spec_file(self.spec), "key_fields", name, "a column of the table", "UNKNOWN_COLUMN")
 
+    def _current_in(self, session: SparkSession) -> None:
+        """Make ``session`` load the table again if a plan was applied since it last did.
+
+        A streaming query's batches belong to a session of their own, whose catalog keeps its own
+        loaded tables: a column this writer added through ``spark`` is not in them, and Spark's write
+        of the batch would refuse the column (``INSERT_COLUMN_ARITY_MISMATCH``).
+        """
+        jsession = session._jsparkSession
+        if jsession.equals(self.spark._jsparkSession):
+            return
+        key = int(jsession.hashCode())
+        if self._sessions.get(key) != self._changes:
+            session.catalog.refreshTable(self.table)
+            self._sessions[key] = self._changes
+
     def _write(self, rows: DataFrame, table_schema: StructType) -> None:
+        self._current_in(rows.sparkSession)
         mode = self.spec.commit_mode
         if mode == "upsert":
             keys = [self._column(k, table_schema) for k in self.spec.key_fields]
