@@ -342,15 +342,19 @@ tables:
         }
     batches = -(-len(outs["arrow"]["sent"]) // 50)
     assert len(written) == batches  # every batch of the Arrow writer's run, none of Spark's
-    # Taken by the tasks per batch of 50, written or settled as errors: the first has id 13 (dropped:
-    # left to Spark); the third brings the second schema version, whose id the tasks do not know yet:
-    # they leave its records to Spark and report it, and the fourth batch's tasks decode that version
-    # themselves. The third's records that do not decode are settled there (not Avro, cut short, a
-    # byte left over, a tombstone, a timestamp past Python's years), but the unknown schema id's,
-    # which the driver looks up; in the sixth batch the registry is known not to have it.
-    assert [w.stats["in"] for w in written] == [49, 50, 25, 50, 50, 1]
+    # Taken by the tasks per batch of 50, written or settled as errors: the first batch's codec starts
+    # from the subject's latest version, the second (no job reads the batch's ids), so the first
+    # batch's records, all of the first version, are left to Spark, which decodes them with it; its
+    # id is known from the second batch on. In the third, both versions are known: the records that
+    # do not decode are settled there (not Avro, cut short, a byte left over, a tombstone, a
+    # timestamp past Python's years), but the unknown schema id's, which the driver looks up; the
+    # drop rule's 13 and the quarantine rule's 2,000,000 are left to Spark. In the sixth batch the
+    # registry is known not to have that id.
+    assert [w.stats["in"] for w in written] == [0, 50, 47, 50, 50, 1]
+    assert [w.left_count for w in written] == [50, 0, 3, 0, 0, 0]
     assert [len(w.errors) for w in written] == [0, 0, 5, 0, 1, 1]
-    assert [bool(w.unseen) for w in written] == [False, False, True, False, False, False]
+    assert [sorted(w.unseen) for w in written][1:] == [[], [32767], [], [], []]
+    assert len(written[0].unseen) == 1  # the first version's id
     assert outs["arrow"]["schema"] == outs["spark"]["schema"]
     assert ("channel", "string") in outs["spark"]["schema"]  # evolved by the second version
     assert outs["arrow"]["rows"] == outs["spark"]["rows"]
@@ -457,9 +461,18 @@ def test_an_older_version_first_seen_after_the_first_batch_adds_its_columns_on_e
     and the writers of the batch, so the field becomes a column when they arrive: the Arrow writer's
     tasks do not know that version's id, leave its records to Spark's side, and the table must be
     evolved for them before they are written (no value of theirs is lost)."""
+    from kafka_iceberg.decode import schemaful
+    from kafka_iceberg.run import batch
     from kafka_iceberg.write import certified, writer
 
     written = returns(monkeypatch, writer, "write_where_parsed", certified.write_where_parsed)
+    asked: list[Any] = []  # the schema ids each codec of the Arrow writer's run was built with
+
+    def build_codec(*args: Any, **kwargs: Any) -> schemaful.Codec:
+        asked.append(kwargs.get("ids"))
+        return schemaful.build_codec(*args, **kwargs)
+
+    monkeypatch.setattr(batch, "build_codec", build_codec)
     old = {**V1, "fields": [*V1["fields"], {"name": "legacy", "type": ["null", "string"], "default": None}]}
     tables = {}
     for engine in ("spark", "arrow"):
@@ -489,7 +502,6 @@ tables:
         )
     assert tables["spark"][1] == [(0, "n0", None), (1, "n1", None), (2, "n2", None), (3, "n3", "l3"), (4, "n4", "l4")]
     assert tables["arrow"] == tables["spark"]
-    assert [bool(w.unseen) for w in written] == [
-        False,
-        True,
-    ]  # the Arrow writer's run: the older id, in its second batch
+    assert [bool(w.unseen) for w in written] == [False, True]  # the Arrow run: the older id, in its 2nd batch
+    # No Spark job read a batch's schema ids: the first codec started from the latest version's id
+    assert len(asked) == 3 and None not in asked

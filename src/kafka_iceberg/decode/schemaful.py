@@ -1,7 +1,8 @@
 """Schema-driven formats: Avro, Protobuf and JSON Schema (Confluent wire format), and Debezium events.
 
 On the driver, per batch: the distinct schema ids of the batch are read (one small aggregation;
-the Arrow writer's pass reads them for its first batch only, ``run/batch.py``), their writer
+the Arrow writer's pass starts from the subjects' latest ids instead, :func:`latest_ids`, and
+learns the others from its tasks, ``run/batch.py``), their writer
 schemas fetched from the registry (cached per process), and the table's columns taken from the
 registry's latest schema for the subject. Then each partition is decoded in Python
 (``mapInArrow``) into the Spark decoder's outcome shape, so rows and error rows are split exactly
@@ -227,6 +228,33 @@ def build_codec(
         envelope=src.envelope,
         upsert=upsert,
     )
+
+
+def latest_ids(spec: TableSpec) -> set[int] | None:
+    """The schema ids of the latest version of each subject ``spec``'s topics name, or None.
+
+    What producers write now, known with no Spark job: a batch's first codec can start from them,
+    and the tasks report any other id they meet (``run/batch.py``). None where the topics do not
+    name every subject (a pattern, the ``record`` and ``topic_record`` strategies, which need the
+    record's name from a writer schema), or a subject has no version of the format's type.
+    """
+    src = spec.source
+    reg = src.schema_registry
+    if reg is None or src.avro is not None or not src.topics or reg.subject_strategy != "topic":
+        return None
+    if src.format not in SCHEMA_TYPES or src.envelope == "debezium":
+        return None
+    client, schema_type = registry_client(spec), SCHEMA_TYPES[src.format]
+    is_key = payload_part(spec)[0] == "key"
+    ids = set()
+    for topic in src.topics:
+        subject = subject_name("topic", topic, None, is_key=is_key)
+        assert subject is not None  # the topic strategy needs no record name
+        found = client.version(subject, "latest", schema_type)
+        if found is None or (found.schema_type or "AVRO").upper() != schema_type:
+            return None
+        ids.add(found.id)
+    return ids
 
 
 def _latest(

@@ -26,7 +26,7 @@ from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import Decoded, avro_jvm, decode, discovers_columns, pt_value
 from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED, arrow_parses, uses_arrow
 from kafka_iceberg.decode.plan import kafka_frame
-from kafka_iceberg.decode.schemaful import Codec, build_codec, is_schemaful, row_schema
+from kafka_iceberg.decode.schemaful import Codec, build_codec, is_schemaful, latest_ids, row_schema
 from kafka_iceberg.errors import ConfigError, summary
 from kafka_iceberg.observe.report import BatchReport
 from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
@@ -527,13 +527,17 @@ class BatchProcessor:
     def _codec(self, raw: DataFrame, persist: Any) -> tuple[DataFrame, Codec, bool]:
         """The batch's codec, the batch (cached when a job read its schema ids first), and whether one did.
 
-        The first batch's schema ids are read from it (one small Spark job, after which the batch is
-        read again: it is cached). Later batches fetch the ids earlier batches had, from the
-        registry client's cache, with the subject's latest schema: records with an id not among them
-        are left to Spark by the tasks, which report the id, and it is known from then on.
+        The first batch starts from the ids of the subjects' latest versions, which the registry
+        gives with no Spark job (:func:`~kafka_iceberg.decode.schemaful.latest_ids`); where the
+        topics do not name the subjects, its ids are read from it (one small Spark job, after which
+        the batch is read again: it is cached). Later batches fetch the ids earlier batches had, from
+        the registry client's cache, with the subject's latest schema. Records with an id not among
+        them are left to Spark by the tasks, which report the id, and it is known from then on.
         """
         spec = self.spec
         known = self._schema_ids if spec.source.topics else None  # the topics name the subjects
+        if known is None:
+            known = latest_ids(spec)
         read = known is None and spec.source.avro is None  # plain Avro has one schema, from its file
         if read:
             raw = persist(raw)
