@@ -284,11 +284,7 @@ def certify_batch(batch: pa.RecordBatch, layout: Layout) -> pa.RecordBatch:
 
     payload = batch.column(layout.source)
     n = len(payload)
-    keep = _candidates(payload, layout)
-    picked = np.flatnonzero(keep)
-    if len(picked):
-        keep[picked[_invalid_utf8(payload.take(pa.array(picked)))]] = False
-        picked = np.flatnonzero(keep)
+    picked = np.flatnonzero(pre_checked(payload, layout))
     candidates = payload.take(pa.array(picked, pa.int64())) if len(picked) < n else payload
 
     ok = np.zeros(len(picked), dtype=bool)
@@ -686,46 +682,10 @@ def _reader(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
     """
     import numpy as np
     import pyarrow as pa
-    import pyarrow.csv as pcsv
     import pyarrow.json as pjson
 
     if layout.fmt == "csv":
-        names = [f"c{i}" for i in range(len(layout.columns))]
-        convert_options = pcsv.ConvertOptions(
-            column_types={n: pa.string() for n in names},
-            null_values=sorted({"", layout.null_value}),
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=True,
-        )
-
-        def read_csv(buffer: pa.Buffer, _block: int) -> tuple[pa.Table, Any]:  # one block: the whole buffer
-            skipped: list[int] = []
-
-            def invalid(row: Any) -> str:
-                skipped.append(row.number - 1)  # 1-based
-                return "skip"
-
-            parse = pcsv.ParseOptions(
-                delimiter=layout.delimiter,
-                quote_char=layout.quote,
-                double_quote=True,
-                escape_char=False,
-                newlines_in_values=False,
-                ignore_empty_lines=False,
-                invalid_row_handler=invalid,
-            )
-            read = pcsv.ReadOptions(column_names=names, use_threads=False, block_size=buffer.size + 1)
-            table = pcsv.read_csv(pa.BufferReader(buffer), read, parse, convert_options)
-            lines = table.num_rows + len(skipped)
-            ok = np.ones(lines, dtype=bool)
-            if skipped:  # a row with the wrong field count: realign the others with their lines
-                ok[skipped] = False
-                position = np.full(lines, -1, dtype=np.int64)
-                position[ok] = np.arange(table.num_rows)
-                table = table.take(pa.array(position, mask=~ok))
-            return table, ok
-
-        return read_csv
+        return lambda buffer, _block: read_csv(buffer, layout)  # one block: the whole buffer
 
     strict = layout.fmt == "flatten" and not nested
     schema = pa.schema([(name, layout.arrow_type(t)) for name, t in layout.columns if name not in nested])
@@ -759,6 +719,63 @@ def _reader(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
         return table, ok
 
     return read_json
+
+
+def read_csv(buffer: pa.Buffer, layout: Layout, counts: dict[int, int] | None = None) -> tuple[pa.Table, Any]:
+    """Csv lines as text columns ``c0``, ``c1``...: (table, which of its rows have the layout's field count).
+
+    A row with another count is a row of nulls there; ``counts``, when given, receives its line → its count.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    names = [f"c{i}" for i in range(len(layout.columns))]
+    convert_options = pcsv.ConvertOptions(
+        column_types={n: pa.string() for n in names},
+        null_values=sorted({"", layout.null_value}),
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=True,
+    )
+    skipped: list[int] = []
+
+    def invalid(row: Any) -> str:
+        skipped.append(row.number - 1)  # 1-based
+        if counts is not None:
+            counts[row.number - 1] = row.actual_columns
+        return "skip"
+
+    parse = pcsv.ParseOptions(
+        delimiter=layout.delimiter,
+        quote_char=layout.quote,
+        double_quote=True,
+        escape_char=False,
+        newlines_in_values=False,
+        ignore_empty_lines=False,
+        invalid_row_handler=invalid,
+    )
+    read = pcsv.ReadOptions(column_names=names, use_threads=False, block_size=buffer.size + 1)
+    table = pcsv.read_csv(pa.BufferReader(buffer), read, parse, convert_options)
+    lines = table.num_rows + len(skipped)
+    ok = np.ones(lines, dtype=bool)
+    if skipped:  # a row with the wrong field count: realign the others with their lines
+        ok[skipped] = False
+        position = np.full(lines, -1, dtype=np.int64)
+        position[ok] = np.arange(table.num_rows)
+        table = table.take(pa.array(position, mask=~ok))
+    return table, ok
+
+
+def pre_checked(payload: pa.Array, layout: Layout) -> Any:
+    """Which records pass the pre-checks and are valid UTF-8: those Arrow parses (numpy bool array)."""
+    import numpy as np
+    import pyarrow as pa
+
+    keep = _candidates(payload, layout)
+    picked = np.flatnonzero(keep)
+    if len(picked):
+        keep[picked[_invalid_utf8(payload.take(pa.array(picked)))]] = False
+    return keep
 
 
 def _post_check(table: pa.Table, layout: Layout) -> Any:

@@ -15,7 +15,9 @@ are strings or converted from their text (long, int, double, boolean, timestamp,
 the SQL that :mod:`kafka_iceberg.checks.arrow_rules` translates; no ``include_headers`` (the
 headers map is built by Spark SQL). A certified record that misses a value the table or the JSON
 Schema requires, or violates a ``quarantine``, ``drop`` or ``fail`` rule, is left to Spark, which
-routes it as on every other path; a ``warn`` rule's violations are counted and written.
+routes it as on every other path; a ``warn`` rule's violations are counted and written. A json or
+flatten message that is certainly not one JSON document becomes its error row here, with the
+reason Spark's decoder gives it (:mod:`kafka_iceberg.decode.not_json`).
 
 An upsert keeps Spark's MERGE: its tasks hand the certified records back as the table's rows
 (:func:`rows_parsed`) instead of writing them, and the MERGE takes those rows with the ones
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.checks.arrow_rules import Rule, holds
+from kafka_iceberg.decode import csv_errors, not_json
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
 from kafka_iceberg.decode.plan import ERROR_STAGE, HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.decode.schemaful import Codec, Readers, decoded_fields, unseen_ids
@@ -162,8 +165,9 @@ class _Certified:
     left: pa.RecordBatch | None  # the records left to Spark, as they came; None when there are none
     warned: list[int]  # violations of each rule among the certified records (only warn rules have any)
     nested: tuple[str, ...] = ()  # flatten string columns read by expressions (decode.arrow.nested_found)
-    errors: pa.RecordBatch | None = None  # records whose decode error is settled here (schema-driven formats)
+    errors: pa.RecordBatch | None = None  # records whose decode error is settled here
     reasons: tuple[str, ...] = ()  # their reasons, in order
+    decoded: tuple[str | None, ...] = ()  # their decoded fields as Spark's to_json prints them (csv), in order
 
 
 def _parsed(
@@ -202,16 +206,25 @@ def _decoded(
 
 
 def _certify(
-    batch: pa.RecordBatch, parser: Parser, part: Part, names: list[str], required: list[str], *, readers: Any = None
+    batch: pa.RecordBatch,
+    parser: Parser,
+    part: Part,
+    names: list[str],
+    required: list[str],
+    *,
+    readers: Any = None,
+    settle: bool = True,
 ) -> _Certified:
     """Certify ``batch`` and build the table's columns ``names`` of what it certifies.
 
     A record is left to Spark when it was not certified (the Arrow decoder) or did not decode (a
     schema-driven format, ``readers`` its decoders), when text Arrow cannot convert exactly is in
     it, when one of ``required`` is missing (Spark explains it) or when it violates a
-    ``quarantine``, ``drop`` or ``fail`` rule (Spark routes it). A schema-driven record whose
-    decode error is settled (the bytes or the writer schema refused it) is an error here: Spark's
-    side runs the same decoder, which would refuse it with the same reason.
+    ``quarantine``, ``drop`` or ``fail`` rule (Spark routes it). A record whose decode error is
+    settled is an error here, with the reason Spark's side would give it: a schema-driven record
+    the bytes or the writer schema refused (Spark's side runs the same decoder), and, with
+    ``settle``, a json or flatten message that is certainly not one JSON document
+    (:mod:`~kafka_iceberg.decode.not_json`).
     """
     import numpy as np
     import pyarrow as pa
@@ -236,12 +249,27 @@ def _certify(
         certified = certified.filter(keep)
         columns = {name: column.filter(keep) for name, column in columns.items()}
     warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
+    decoded: dict[int, str | None] = {}
+    if settle and isinstance(parser, Layout) and not ok.all():
+        errors, decoded = _settled(batch, parser, part, names, np.flatnonzero(~ok))
     errored = None
     if errors:
         errored = batch.take(pa.array(list(errors), pa.int64()))
         ok[list(errors)] = True  # not left to Spark
     left = None if ok.all() else batch.filter(pa.array(~ok))
-    return _Certified(columns, certified, left, warned, nested, errored, tuple(errors.values()))
+    fields = tuple(decoded.get(i) for i in errors)
+    return _Certified(columns, certified, left, warned, nested, errored, tuple(errors.values()), fields)
+
+
+def _settled(
+    batch: pa.RecordBatch, layout: Layout, part: Part, names: list[str], rows: Any
+) -> tuple[dict[int, str], dict[int, str | None]]:
+    """Those of ``rows`` that certainly do not decode, with Spark's decoder's reason (and decoded fields)."""
+    payload = batch.column(layout.source)
+    if layout.fmt == "csv":
+        found = csv_errors.settled_reasons(payload, rows, layout, names, utc=part.zoneless_utc)
+        return {i: reason for i, (reason, _) in found.items()}, {i: fields for i, (_, fields) in found.items()}
+    return not_json.settled_reasons(payload, rows, part.part), {}
 
 
 def _stats(
@@ -298,7 +326,7 @@ def write_parsed(
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
         if done.errors is not None:
-            errors.append(_error_rows(done.errors, done.reasons, schema))
+            errors.append(_error_rows(done.errors, done.reasons, schema, done.decoded))
         if done.left is not None:
             left.append(done.left)
             if isinstance(parser, Codec):
@@ -347,7 +375,8 @@ def rows_parsed(
     for batch in batches:
         if not batch.num_rows:
             continue
-        done = _certify(batch, layout, part, list(columns), [*required, *_required(layout)])
+        # A MERGE's batch routes its errors from Spark's side: nothing is settled here.
+        done = _certify(batch, layout, part, list(columns), [*required, *_required(layout)], settle=False)
         violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
         certified += done.certified.num_rows
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
@@ -399,19 +428,23 @@ def _left_rows(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return _kind_rows(_LEFT, batch.num_rows, schema, _kafka_columns(batch))
 
 
-def _error_rows(batch: pa.RecordBatch, reasons: tuple[str, ...], schema: pa.Schema) -> pa.RecordBatch:
+def _error_rows(
+    batch: pa.RecordBatch, reasons: tuple[str, ...], schema: pa.Schema, decoded: tuple[str | None, ...] = ()
+) -> pa.RecordBatch:
     """Records that did not decode as rows of kind ``error``: the error row Spark's side gives them.
 
-    Its Kafka columns, the reason, the ``decode`` stage and no decoded fields (a record that did not
-    decode has none: ``nullif(to_json(NULL), ...)`` on Spark's side).
+    Its Kafka columns, the reason, the ``decode`` stage and the fields that decoded (``decoded``, as
+    Spark's ``to_json`` prints them; none for a record that did not decode at all:
+    ``nullif(to_json(NULL), ...)`` on Spark's side).
     """
     import pyarrow as pa
 
     n = batch.num_rows
     stage = pa.repeat(pa.scalar(ERROR_STAGE, pa.string()), n)
-    return _kind_rows(
-        "error", n, schema, _kafka_columns(batch) | {"_error": pa.array(reasons, pa.string()), "_error_stage": stage}
-    )
+    columns = {"_error": pa.array(reasons, pa.string()), "_error_stage": stage}
+    if any(d is not None for d in decoded):
+        columns["_decoded"] = pa.array(decoded, pa.string())
+    return _kind_rows("error", n, schema, _kafka_columns(batch) | columns)
 
 
 # -- Spark side ------------------------------------------------------------------------------------
