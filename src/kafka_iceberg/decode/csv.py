@@ -16,7 +16,7 @@ from kafka_iceberg.decode.sql import convert, converted_ok, field_error, lit, sq
 from kafka_iceberg.decode.tombstone import null_payload
 from kafka_iceberg.spec.model import CsvLayout, TableSpec
 
-_DIAGNOSE_EXTRA = 64  # how many surplus fields an error message can count exactly
+DIAGNOSE_EXTRA = 64  # how many surplus fields an error message can count exactly
 
 
 def _sentinel(layout: CsvLayout, nonce: str) -> str:
@@ -73,7 +73,7 @@ def csv_plan(spec: TableSpec, payload: dict[str, str], order: list[str], require
         name: plan.add(2, "t", f"CASE WHEN {complete} THEN {_unmark(f'{record}.c{i}', empty)} END")
         for i, name in enumerate(order)
     }
-    width = n + 1 + _DIAGNOSE_EXTRA
+    width = n + 1 + DIAGNOSE_EXTRA
     # Counting the fields of a bad record parses it again, for error rows only.
     wide = plan.add_late("wide", f"from_csv({appended}, {_schema(width)}, {options})")
     fields_array = f"array({', '.join(f'{wide}.c{i}' for i in range(width))})"

@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kafka_iceberg.decode.arrow import Layout, convert_text, pre_checked, read_csv
+from kafka_iceberg.decode.csv import DIAGNOSE_EXTRA
 from kafka_iceberg.decode.readable import Unprintable, spark_json
+from kafka_iceberg.decode.sql import MAX_SHOWN
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_DIAGNOSE_EXTRA = 64  # decode/csv.py: how many surplus fields its message counts exactly
-_MAX_SHOWN = 60  # decode/sql.py ``shown``
 _PRINTABLE = {chr(c) for c in range(0x21, 0x7F)}
 # What a text Spark converts to the type can hold, of the printable ASCII characters: Java's
 # Double.parseDouble reads hexadecimal (0x1.8p1) and a d/f suffix, Spark also inf and nan.
@@ -46,12 +46,12 @@ _REFUSED = {t: re.compile("[" + re.escape("".join(sorted(_PRINTABLE - set(ok))))
 
 
 def _shown(text: str) -> str:
-    return '"' + (text[: _MAX_SHOWN - 3] + "..." if len(text) > _MAX_SHOWN else text) + '"'
+    return '"' + (text[: MAX_SHOWN - 3] + "..." if len(text) > MAX_SHOWN else text) + '"'
 
 
 def _count_reason(n: int, got: int) -> str:
-    if got > n + _DIAGNOSE_EXTRA:
-        return f"expected {n} CSV columns, got more than {n + _DIAGNOSE_EXTRA}"
+    if got > n + DIAGNOSE_EXTRA:
+        return f"expected {n} CSV columns, got more than {n + DIAGNOSE_EXTRA}"
     return f"expected {n} CSV columns, got {got}"
 
 

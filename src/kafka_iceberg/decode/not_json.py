@@ -23,10 +23,11 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kafka_iceberg.decode.arrow import MAX_BYTES
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
-MAX_BYTES = 1 << 20
 _UNCERTAIN = re.compile(r"[\x00-\x1f\ufeff]|[-+.0-9eE]{500}")
 _MAX_BRACKETS = 500
 

@@ -18,7 +18,7 @@ from kafka_iceberg.spec.types import SPARK_SQL, spark_sql_type
 
 # Spark's JSON reader accepts 'single quotes' and NaN/Infinity tokens by default; neither is JSON.
 JSON_OPTIONS_SQL = "map('allowSingleQuotes', 'false', 'allowNonNumericNumbers', 'false')"
-_MAX_SHOWN = 60
+MAX_SHOWN = 60
 
 
 def lit(text: str) -> str:
@@ -116,9 +116,9 @@ def kind_of_json(text: str) -> str:
 
 def shown(text: str) -> str:
     """A value quoted and shortened for an error message."""
-    cut = _MAX_SHOWN - 3
+    cut = MAX_SHOWN - 3
     return (
-        f"concat('\"', CASE WHEN char_length({text}) > {_MAX_SHOWN} "
+        f"concat('\"', CASE WHEN char_length({text}) > {MAX_SHOWN} "
         f"THEN concat(substr({text}, 1, {cut}), '...') ELSE {text} END, '\"')"
     )
 

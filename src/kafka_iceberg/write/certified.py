@@ -229,9 +229,10 @@ def _certify(
     import numpy as np
     import pyarrow as pa
 
-    errors: dict[int, str] = {}
+    errors: dict[int, tuple[str, str | None]] = {}  # row → (reason, decoded fields)
     if isinstance(parser, Codec):
-        ok, certified, columns, present, errors = _decoded(batch, parser, readers, part, names)
+        ok, certified, columns, present, refused = _decoded(batch, parser, readers, part, names)
+        errors = {i: (reason, None) for i, reason in refused.items()}
     else:
         ok, certified, columns, present = _parsed(batch, parser, part, names)
     nested = nested_found(certified) if isinstance(parser, Layout) else ()
@@ -249,27 +250,25 @@ def _certify(
         certified = certified.filter(keep)
         columns = {name: column.filter(keep) for name, column in columns.items()}
     warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
-    decoded: dict[int, str | None] = {}
     if settle and isinstance(parser, Layout) and not ok.all():
-        errors, decoded = _settled(batch, parser, part, names, np.flatnonzero(~ok))
+        errors = _settled(batch, parser, part, names, np.flatnonzero(~ok))
     errored = None
     if errors:
         errored = batch.take(pa.array(list(errors), pa.int64()))
         ok[list(errors)] = True  # not left to Spark
     left = None if ok.all() else batch.filter(pa.array(~ok))
-    fields = tuple(decoded.get(i) for i in errors)
-    return _Certified(columns, certified, left, warned, nested, errored, tuple(errors.values()), fields)
+    reasons, decoded = (tuple(x) for x in zip(*errors.values(), strict=True)) if errors else ((), ())
+    return _Certified(columns, certified, left, warned, nested, errored, reasons, decoded)
 
 
 def _settled(
     batch: pa.RecordBatch, layout: Layout, part: Part, names: list[str], rows: Any
-) -> tuple[dict[int, str], dict[int, str | None]]:
-    """Those of ``rows`` that certainly do not decode, with Spark's decoder's reason (and decoded fields)."""
+) -> dict[int, tuple[str, str | None]]:
+    """Those of ``rows`` that certainly do not decode: Spark's decoder's reason and decoded fields."""
     payload = batch.column(layout.source)
     if layout.fmt == "csv":
-        found = csv_errors.settled_reasons(payload, rows, layout, names, utc=part.zoneless_utc)
-        return {i: reason for i, (reason, _) in found.items()}, {i: fields for i, (_, fields) in found.items()}
-    return not_json.settled_reasons(payload, rows, part.part), {}
+        return csv_errors.settled_reasons(payload, rows, layout, names, utc=part.zoneless_utc)
+    return {i: (reason, None) for i, reason in not_json.settled_reasons(payload, rows, part.part).items()}
 
 
 def _stats(
@@ -429,7 +428,7 @@ def _left_rows(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 def _error_rows(
-    batch: pa.RecordBatch, reasons: tuple[str, ...], schema: pa.Schema, decoded: tuple[str | None, ...] = ()
+    batch: pa.RecordBatch, reasons: tuple[str, ...], schema: pa.Schema, decoded: tuple[str | None, ...]
 ) -> pa.RecordBatch:
     """Records that did not decode as rows of kind ``error``: the error row Spark's side gives them.
 
@@ -441,9 +440,11 @@ def _error_rows(
 
     n = batch.num_rows
     stage = pa.repeat(pa.scalar(ERROR_STAGE, pa.string()), n)
-    columns = {"_error": pa.array(reasons, pa.string()), "_error_stage": stage}
-    if any(d is not None for d in decoded):
-        columns["_decoded"] = pa.array(decoded, pa.string())
+    columns = {
+        "_error": pa.array(reasons, pa.string()),
+        "_error_stage": stage,
+        "_decoded": pa.array(decoded, pa.string()),
+    }
     return _kind_rows("error", n, schema, _kafka_columns(batch) | columns)
 
 
