@@ -106,6 +106,14 @@ def collect(decoded: Decoded) -> Result:
     return Result(decoded, rows, errors)
 
 
+def sparks_errors(spark: Any, spec: TableSpec, values: Sequence[bytes]) -> dict[int, tuple[str, str | None]]:
+    """What Spark's decoder makes of ``values`` (offsets 0, 1, ...) that it refuses: offset → (reason, ``_decoded``)."""
+    rows = [(None, v, "t", 0, i, FLUSH.replace(tzinfo=None), None) for i, v in enumerate(values)]
+    frame = spark.createDataFrame(rows, "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+                                        "timestamp TIMESTAMP, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")  # fmt: skip
+    return {r["offset"]: (r["_error"], r["_decoded"]) for r in collect(decode(frame, spec, flush_time=FLUSH)).errors}
+
+
 def assert_identical(one: Result, other: Result) -> None:
     """Same rows and error rows, value for value (``repr`` tells ``-0.0`` from ``0.0`` and shows NaN)."""
     assert [repr(r) for r in one.rows] == [repr(r) for r in other.rows]

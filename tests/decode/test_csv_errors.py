@@ -15,11 +15,10 @@ import random
 import pyarrow as pa
 import pytest
 
-from kafka_iceberg.decode import decode
 from kafka_iceberg.decode.arrow import layout_for
 from kafka_iceberg.decode.csv_errors import settled_reasons
 from kafka_iceberg.decode.readable import Unprintable, spark_json
-from tests.decode.conftest import FLUSH, collect, table
+from tests.decode.conftest import sparks_errors, table
 
 COLUMNS = {
     "id": "long",
@@ -38,7 +37,7 @@ WRONG = {
                "$5", "1_0", " 2.5", "5%", "-0", "1E-400"],
     "boolean": ["yes", "1", "TRUE", "True ", "t", "no", "off", "truth", "tRuE"],
     "timestamp": ["not a time", "2024-13-01 10:00:00", "2024-05-01T10:00"],
-    "day": [],
+    "date": ["May 1", "2024-5-01", "x2024-05-01", "2024-02-30", " 2024-05-01", "2024-05-01 "],
 }  # fmt: skip
 NAMES = ["plain", 'a "quoted" name', "ünï©ødé, with comma", "x" * 70, "tab\\t", "/slash", "\u2028sep"]
 
@@ -89,12 +88,7 @@ def _spec():
 def test_every_settled_reason_and_decoded_text_is_sparks(spark):
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     lines = _lines()
-    rows = [(None, v, "t", 0, i, FLUSH.replace(tzinfo=None), None) for i, v in enumerate(lines)]
-    frame = spark.createDataFrame(rows, "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
-                                        "timestamp TIMESTAMP, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")  # fmt: skip
-    sparks = {
-        r["offset"]: (r["_error"], r["_decoded"]) for r in collect(decode(frame, _spec(), flush_time=FLUSH)).errors
-    }
+    sparks = sparks_errors(spark, _spec(), lines)
     layout = layout_for(_spec(), dict(COLUMNS))
 
     settled = settled_reasons(pa.array(lines, pa.binary()), list(range(len(lines))), layout, list(COLUMNS), utc=True)
@@ -104,7 +98,7 @@ def test_every_settled_reason_and_decoded_text_is_sparks(spark):
     assert len(settled) > 0.6 * len(sparks)
     reasons = " ".join(reason for reason, _ in settled.values())
     for kind in ("CSV columns, got 3", "got more than 71", "expected long", "expected int", "expected double",
-                 "expected boolean", "; field"):  # fmt: skip
+                 "expected boolean", "expected timestamp", "expected date", "; field"):  # fmt: skip
         assert kind in reasons
     assert any(decoded and '"ts":"' in decoded and '"amount":' in decoded for _, decoded in settled.values())
 
@@ -124,7 +118,7 @@ def test_what_spark_might_convert_is_left_to_it():
     columns = {"n": "long", "d": "double", "b": "boolean", "t": "timestamp"}
     spec = table("csv", schema={"columns": columns}, source_csv={"columns": list(columns)})
     lines = [b"+5,1,true,2024-05-01 10:00:00", b"1,1e3,true,2024-05-01 10:00:00", b"1,1,True,2024-05-01 10:00:00",
-             b"x,1,true,10:00", b"x,1e-9,true,2024-05-01 10:00:00"]  # fmt: skip
+             b"x,1,true,2024-05-01T25:00", b"x,1e-9,true,2024-05-01 10:00:00"]  # fmt: skip
     settled = settled_reasons(pa.array(lines), range(len(lines)), layout_for(spec, columns), list(columns), utc=True)
     assert settled == {}  # the last: 1e-9 is printed 1.0E-9 by Java, so its _decoded is not certain here
 

@@ -46,6 +46,7 @@ class ErrorRow:
     stage: str
     key: bytes | None
     value: bytes | None
+    decoded: str | None = None  # a quarantine table's ``_decoded`` (the error topic does not carry it)
 
 
 @dataclass
@@ -136,7 +137,7 @@ def run_messages(
         errors["topic"] = _unique_by_offset(published, lambda e: e.offset)
     if quarantine:
         quarantined = [
-            ErrorRow(r["offset"], r["_error"], r["_error_stage"], r["key"], r["value"])
+            ErrorRow(r["offset"], r["_error"], r["_error_stage"], r["key"], r["value"], r["_decoded"])
             for r in _scan(lake, quarantine)
             if r["topic"] == topic
         ]
@@ -291,7 +292,8 @@ def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decode
         monkeypatch, writer, "write_where_parsed", certified.write_where_parsed
     )
     # Expectations pyarrow evaluates in the task, and records that violate them: a quarantine rule
-    # (the violators are left to Spark, which routes them) and a warn rule (counted, written).
+    # (the tasks quarantine the violators, or leave them to Spark, which routes them) and a warn rule
+    # (counted, written).
     if fmt == "flatten":
         rules = {"id_not_negative": ("id >= 0", "quarantine"), "named": ("name IS NOT NULL", "warn")}
         extra = [b'{"id": -1, "name": "negative"}', b'{"id": 3}', b'{"id": 4, "name": "ok"}']
@@ -323,13 +325,14 @@ def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decode
     certified_count = sum(p.stats["decoded"] for p in parsed)
     assert certified_count > 0 and any(p.left is not None for p in parsed)  # some written in the task, some not
     assert sum(len(p.errors) for p in parsed) > 0  # broken documents settled by the tasks (decode/not_json.py)
+    assert sum(len(p.quarantined) for p in parsed) > 0  # and violations quarantined there (write/certified.py)
     assert outs["parsed"].offsets == outs["spark"].offsets
 
     def rows(out: Outcome) -> dict[int, dict[str, Any]]:
         return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
 
     assert rows(outs["parsed"]) == rows(outs["spark"])
-    assert outs["parsed"].errors == outs["spark"].errors  # per target: offset, reason, stage, original bytes
+    assert outs["parsed"].errors == outs["spark"].errors  # per target: offset, reason, stage, bytes, _decoded
     assert certified_count < len(rows(outs["spark"]))  # Spark's decoder wrote some rows of the second run too
 
     def failed(out: Outcome) -> dict[str, int]:

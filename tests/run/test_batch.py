@@ -516,7 +516,8 @@ def test_csv_numbers_and_timestamps_are_written_where_parsed_with_the_rows_spark
     spark, files_catalog, caplog
 ):
     """Issue 20: ``decoder: auto`` writes a csv table whose fields convert in the task that parses them
-    (canonical numbers, booleans, timestamps) there; the rest (``+7``, ``1e3``, a bad record) is Spark's. The
+    (canonical numbers, booleans, timestamps) there, and a line it certainly refuses as Spark would; the rest
+    (``+3``, ``1e3``) is Spark's. The
     table holds the rows a ``decoder: spark`` table holds, value for value, read back through pyiceberg."""
     from benchmarks.datagen import CSV_COLUMNS, csv_message
 
@@ -531,7 +532,7 @@ def test_csv_numbers_and_timestamps_are_written_where_parsed_with_the_rows_spark
     caplog.set_level("INFO", logger="kafka_iceberg")
     tables = _tables_by_decoder(spark, files_catalog, messages, "csv", CSV_COLUMNS, errors={"skip_error": True})
     logged = [r.getMessage().split(": ", 1)[1] for r in caplog.records if "written where parsed" in r.getMessage()]
-    assert logged == ["38 records written where parsed, 3 left to Spark"]
+    assert logged == ["39 records written where parsed, 2 left to Spark"]  # the bad line is settled there
     arrow_rows, spark_rows = (tables[d].select(list(CSV_COLUMNS)).to_pylist() for d in ("auto", "spark"))
     assert len(arrow_rows) == 40 and arrow_rows == spark_rows
     assert arrow_rows[3]["id"] == 3 and arrow_rows[5]["amount"] == 1000.0
@@ -763,7 +764,7 @@ def test_few_records_left_to_spark_are_sorted_and_written_by_the_driver_as_pytho
     outcomes = {}
     for few in (True, False):
         if not few:
-            monkeypatch.setattr(certified_module, limit, 1)  # two records are left: over the limit
+            monkeypatch.setattr(certified_module, limit, 0)  # one record is left: over the limit
         tasks.clear()
         ns = f"bp_{uuid.uuid4().hex[:8]}"
         source = {"topics": ["t"], "format": "flatten", "decoder": "arrow"}
@@ -786,3 +787,85 @@ def test_few_records_left_to_spark_are_sorted_and_written_by_the_driver_as_pytho
         counts = (report.records_in, report.records_written, report.records_quarantined, report.records_failed)
         outcomes[few] = (counts, rows, quarantined, processor.writer.last_commit(STREAM).offsets)
     assert outcomes[True] == outcomes[False]
+
+
+def _quarantine_case(fmt: str) -> tuple[list[Msg], dict[str, str], dict[str, Any]]:
+    """Messages of ``fmt`` that violate quarantine and drop rules, some with rows the tasks cannot print."""
+    from benchmarks.datagen import CSV_COLUMNS, FLATTEN_COLUMNS, csv_message, flatten_doc
+
+    rng = random.Random(8)
+    rules = {"warned": ("id <> 5", "warn") if fmt != "json" else ("value < '{\"id\":30'", "warn")}
+    if fmt == "flatten":
+        docs = [flatten_doc(rng, i, large=i % 2 == 1) for i in range(40)]
+        for i in range(0, 40, 3):
+            docs[i]["amt"] = -docs[i]["amt"] - 1  # fails amount_not_negative
+        docs[4]["note"] = 'a "quoted" \\ note\n\t\u2028é'  # printed with Jackson's escapes
+        docs[6]["amt"] = -0.00001  # Java prints -1.0E-5: its row is Spark's to print
+        docs[9]["qty"] = 9  # fails both quarantine rules
+        docs[10]["new"] = None
+        values = [json.dumps(d, separators=(",", ":")) for d in docs]
+        columns = dict(FLATTEN_COLUMNS)
+        rules |= {"amount_not_negative": ("amt >= 0", "quarantine"), "qty_small": ("qty < 9", "quarantine"),
+                  "not_ios": ("os <> 'ios'", "drop")}  # fmt: skip
+    elif fmt == "csv":
+        values = [csv_message(rng, i, large=False, bad_share=0.0)[0].decode() for i in range(40)]
+        columns = dict(CSV_COLUMNS)
+        rules |= {"small": ("amount < 400", "quarantine"), "not_returned": ("status <> 'returned'", "drop")}
+    else:
+        values = [json.dumps(flatten_doc(rng, i, large=False), separators=(",", ":")) for i in range(40)]
+        values[3] = '{"q":"\\u00e9\\n"}'  # quarantined with the document as Spark's to_json prints it
+        values[5] = '{"q":"\\"\\\\\\u2028\\u0001"}'
+        values[7] = "{}"
+        columns = {}
+        rules |= {"not_empty": ("value <> '{}'", "quarantine"), "before_p": ("value < '{\"p'", "quarantine")}
+    expectations = {name: {"expr": sql, "on_violation": action} for name, (sql, action) in rules.items()}
+    return [Msg(None, v, offset=i) for i, v in enumerate(values)], columns, expectations
+
+
+@pytest.mark.parametrize("fmt", ["flatten", "csv", "json"])
+def test_the_tasks_quarantine_and_drop_what_sparks_side_would_with_the_same_error_rows(
+    spark, files_catalog, monkeypatch, fmt
+):
+    """Issue 20: records that violate a quarantine or drop rule are routed by the tasks that parse them,
+    with the error rows Spark's side gives them (reason, stage, original bytes, the row as ``to_json``
+    prints it): the same main table, quarantine table and counts as ``decoder: spark``. A row the tasks
+    cannot print for certain (a double Java prints in exponent form) is left to Spark."""
+    from kafka_iceberg.write import certified, writer
+    from tests.support.spy import returns
+    from tests.write.conftest import files_table
+
+    parsed: list[certified.ParsedBatch] = returns(
+        monkeypatch, writer, "write_where_parsed", certified.write_where_parsed
+    )
+    messages, columns, expectations = _quarantine_case(fmt)
+    outcomes = {}
+    for decoder in ("arrow", "spark"):
+        ns = f"bp_{uuid.uuid4().hex[:8]}"
+        source = {"topics": ["t"], "format": fmt, "decoder": decoder}
+        if fmt == "csv":
+            source["csv"] = {"columns": list(columns)}
+        keys = {"schema": {"columns": columns}} if columns else {"schema": None, "schema_evolution": "add_columns"}
+        table = spec(ns, source=source, expectations=expectations, write={"engine": "arrow"}, **keys)
+        processor = BatchProcessor(spark, "unit", table, files_catalog)
+        raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
+        report = processor.process(raw, batch_id=0, stream=STREAM, offsets={"t": {0: len(messages)}})
+        rows = files_table(processor.writer).scan().to_arrow().sort_by("offset").to_pylist()
+        quarantine = BatchProcessor(spark, "unit", spec(ns, name="events_quarantine"), files_catalog).writer
+        quarantined = [
+            {k: v for k, v in r.items() if k not in ("_quarantined_at", "_table")}  # the time; the namespace
+            for r in files_table(quarantine).scan().to_arrow().sort_by("offset").to_pylist()
+        ]
+        counts = (report.records_in, report.records_written, report.records_quarantined, report.records_dropped)
+        outcomes[decoder] = (rows, quarantined, counts, report.expectations_failed)
+    rows, quarantined, counts, failed = outcomes["arrow"]
+    assert outcomes["arrow"] == outcomes["spark"]
+    assert quarantined and all(q["_decoded"].startswith("{") for q in quarantined)
+    assert all(failed.values()) and counts[0] == len(messages)  # every rule was violated, no record lost
+    if fmt == "flatten":
+        stages = {q["offset"]: (q["_error_stage"], q["_error"]) for q in quarantined}
+        assert stages[9] == ("expectation:amount_not_negative", "expectation amount_not_negative failed: amt >= 0; "
+                             "expectation qty_small failed: qty < 9")  # fmt: skip
+        assert counts[3] > 0 and 6 in stages  # dropped; and the row left to Spark quarantined there
+    # Only the arrow run wrote where it parsed; every violator the tasks could print they routed themselves.
+    assert len(parsed) == 1 and len(parsed[0].quarantined) == len(quarantined) - (fmt == "flatten")
+    assert parsed[0].left_count == (1 if fmt == "flatten" else 0)  # no second job for csv and json

@@ -7,11 +7,11 @@ problems of one line joined with ``; ``). A task can give those reasons itself, 
 the Arrow decoder parses (the pre-checks make their fields unambiguous), where it is certain:
 
 - the field count, which Arrow's reader and Spark's read alike on such lines;
-- a field no conversion of Spark's accepts: for ``long``/``int`` one holding a printable ASCII
-  character other than a digit, sign or point; for ``double`` one other than those, an exponent,
-  the letters of ``NaN``, ``Infinity`` and Java's hexadecimal and suffix forms; for ``boolean`` a
-  letter outside ``true``/``false``; (``string`` takes any text; ``timestamp`` and ``date`` are
-  left to Spark);
+- a field no conversion of Spark's accepts (:func:`refused`): for ``long``/``int`` one holding a
+  printable ASCII character other than a digit, sign or point; for ``double`` one other than
+  those, an exponent, the letters of ``NaN``, ``Infinity`` and Java's hexadecimal and suffix
+  forms; for ``boolean`` a letter outside ``true``/``false``; for those four a blank field; for
+  ``date`` and ``timestamp`` one that does not start with a date (``string`` takes any text);
 - every other field of the line converted where parsed (``decode.arrow.convert_text``) or NULL,
   and their values printable as Spark's ``to_json`` prints them (``decode/readable.py``), for the
   error row's ``_decoded``.
@@ -43,10 +43,29 @@ _ACCEPTED = {
     "boolean": "trueflsTRUEFLS",
 }
 _REFUSED = {t: re.compile("[" + re.escape("".join(sorted(_PRINTABLE - set(ok)))) + "]") for t, ok in _ACCEPTED.items()}
+# What Spark's conversion needs at the start of a date or timestamp text, once trimmed of spaces.
+_DATED = {
+    "date": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"),
+    "timestamp": re.compile(r"[+-]?[0-9]{4,}-[0-9]{2}-[0-9]{2}"),
+}
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
+    """``text`` as a reason shows it: quoted, cut to ``MAX_SHOWN`` characters (``decode/sql.py``, ``shown``)."""
     return '"' + (text[: MAX_SHOWN - 3] + "..." if len(text) > MAX_SHOWN else text) + '"'
+
+
+def refused(col_type: str, text: str) -> bool:
+    """Whether no conversion of Spark's accepts ``text`` as ``col_type`` (False: it might, or no judge here).
+
+    Refused: a number or boolean text that is empty, blank or holds a character outside
+    :data:`_ACCEPTED`; a date or timestamp text that does not start as ``decode/sql.py``'s
+    ``convert`` requires.
+    """
+    if col_type in _ACCEPTED:
+        return not text.strip(" ") or _REFUSED[col_type].search(text) is not None
+    dated = _DATED.get(col_type)
+    return dated is not None and dated.match(text.strip(" ")) is None
 
 
 def _count_reason(n: int, got: int) -> str:
@@ -95,10 +114,9 @@ def settled_reasons(
         for name in order:
             text = texts[name][j].as_py()
             if text is not None and not exact[name][j]:
-                refused = _REFUSED.get(types[name])
-                if refused is None or not refused.search(text):
+                if not refused(types[name], text):
                     break  # Spark might convert it: Spark's to decide
-                problems.append(f"field {name}: expected {types[name]}, got {_shown(text)}")
+                problems.append(f"field {name}: expected {types[name]}, got {shown(text)}")
                 fields.append((name, types[name], None))
             elif text is None and name in layout.required:
                 break  # a JSON Schema's required field: Spark's to explain

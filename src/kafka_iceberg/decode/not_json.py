@@ -32,11 +32,17 @@ _UNCERTAIN = re.compile(r"[\x00-\x1f\ufeff]|[-+.0-9eE]{500}")
 _MAX_BRACKETS = 500
 
 
-def _refuse(token: str) -> None:
-    raise ValueError(f"{token} is not JSON")  # NaN, Infinity: Spark's decoder refuses them too
+def refuse(token: str) -> None:
+    """``parse_constant`` of a decoder reading as Spark's does: NaN and Infinity are not JSON there either."""
+    raise ValueError(f"{token} is not JSON")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse)
+_DECODER = json.JSONDecoder(parse_constant=refuse)
+
+
+def uncertain(text: str) -> bool:
+    """Whether ``text`` is outside the bounds where Python's ``json`` and Spark's parser cannot disagree."""
+    return bool(_UNCERTAIN.search(text)) or text.count("[") + text.count("{") >= _MAX_BRACKETS
 
 
 def settled_reason(data: bytes | None, part: str) -> str | None:
@@ -50,7 +56,7 @@ def settled_reason(data: bytes | None, part: str) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None  # invalid UTF-8 has its own rule
-    if _UNCERTAIN.search(text) or text.count("[") + text.count("{") >= _MAX_BRACKETS:
+    if uncertain(text):
         return None
     try:
         _DECODER.decode(text)

@@ -37,6 +37,11 @@ def _string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def printed_as_repr(value: float) -> bool:
+    """Whether Java's ``Double.toString`` prints ``value`` as Python's ``repr`` does."""
+    return (value == 0 and str(value) == "0.0") or 1e-3 <= abs(value) < 1e7
+
+
 def _value(col_type: str, value: object, *, utc: bool) -> str:
     if col_type in ("long", "int") and isinstance(value, int) and not isinstance(value, bool):
         return str(value)
@@ -44,8 +49,7 @@ def _value(col_type: str, value: object, *, utc: bool) -> str:
         return "true" if value else "false"
     if col_type == "string" and isinstance(value, str):
         return _string(value)
-    printed_as_repr = isinstance(value, float) and ((value == 0 and str(value) == "0.0") or 1e-3 <= abs(value) < 1e7)
-    if col_type == "double" and printed_as_repr:
+    if col_type == "double" and isinstance(value, float) and printed_as_repr(value):
         return repr(value)
     if col_type == "date" and isinstance(value, dt.date) and 1000 <= value.year <= 9999:
         return f'"{value.isoformat()}"'

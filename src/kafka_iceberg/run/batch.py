@@ -683,12 +683,15 @@ class BatchProcessor:
         The others, when few, are sorted (and any Spark's decoder keeps written) on the driver.
         """
         pt = pt_value(self.spec.partition_window, flush_time)
+        names = _payload_columns(shape.schema.names)  # a quarantined record's row: check_columns' ROW_JSON
+        payload = [(f.name, f.dataType.simpleString()) for f in shape.schema.fields if f.name in names]
         parsed = self.writer.write_where_parsed(
-            kafka_frame(raw), shape.layout.reading_nested(self._nested), pt=pt, rules=shape.rules, persist=persist
-        )
+            kafka_frame(raw), shape.layout.reading_nested(self._nested), pt=pt, rules=shape.rules, persist=persist,
+            payload=payload,
+        )  # fmt: skip
         self._nested |= parsed.nested
         if parsed.left is None:
-            return SortedBatch(parsed.files, list(parsed.errors), [], parsed.stats)
+            return SortedBatch(parsed.files, list(parsed.errors), list(parsed.quarantined), parsed.stats)
         if self.spec.source.decoder == "auto" and not parsed.few_left:
             self._spark_batches = AUTO_ARROW_BACKOFF
         rest = decode(
@@ -704,7 +707,8 @@ class BatchProcessor:
         written = self.writer.write_sorted(labelled, labels, on_driver=parsed.few_left)
         stats = merged_stats([parsed.stats, written.stats], len(labels.rules))
         errors = [*parsed.errors, *written.errors]  # the router orders them by their coordinates
-        return SortedBatch(parsed.files + written.files, errors, written.quarantined, stats)
+        quarantined = [*parsed.quarantined, *written.quarantined]
+        return SortedBatch(parsed.files + written.files, errors, quarantined, stats)
 
     def _arrow_rules(self, schema: StructType) -> list[Rule | None]:
         """The expectations translated for pyarrow over rows of ``schema`` (None where one is not)."""

@@ -14,10 +14,14 @@ text (timestamp, date: :func:`~kafka_iceberg.decode.arrow.convert_text`), and cs
 are strings or converted from their text (long, int, double, boolean, timestamp, date); expectations all in
 the SQL that :mod:`kafka_iceberg.checks.arrow_rules` translates; no ``include_headers`` (the
 headers map is built by Spark SQL). A certified record that misses a value the table or the JSON
-Schema requires, or violates a ``quarantine``, ``drop`` or ``fail`` rule, is left to Spark, which
-routes it as on every other path; a ``warn`` rule's violations are counted and written. A json or
-flatten message that is certainly not one JSON document becomes its error row here, with the
-reason Spark's decoder gives it (:mod:`kafka_iceberg.decode.not_json`).
+Schema requires, or violates a ``fail`` rule, is left to Spark, which routes it as on every other
+path; a ``warn`` rule's violations are counted and written; one violating a ``quarantine`` rule
+becomes its quarantine row here, as Spark's side builds it (:func:`_routed`), and one violating
+only a ``drop`` rule is counted and not written. A json or flatten message that is certainly not
+one JSON document, and a csv or flatten record with a field no conversion of Spark's accepts,
+becomes its error row here, with the reason Spark's decoder gives it
+(:mod:`~kafka_iceberg.decode.not_json`, :mod:`~kafka_iceberg.decode.csv_errors`,
+:mod:`~kafka_iceberg.decode.flatten_errors`).
 
 An upsert keeps Spark's MERGE: its tasks hand the certified records back as the table's rows
 (:func:`rows_parsed`) instead of writing them, and the MERGE takes those rows with the ones
@@ -36,14 +40,15 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.checks.arrow_rules import Rule, holds
-from kafka_iceberg.decode import csv_errors, not_json
+from kafka_iceberg.decode import csv_errors, flatten_errors, not_json
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
 from kafka_iceberg.decode.plan import ERROR_STAGE, HEADERS, KEY, VALUE, payload_part
+from kafka_iceberg.decode.readable import Unprintable, spark_json
 from kafka_iceberg.decode.schemaful import Codec, Readers, decoded_fields, unseen_ids
 from kafka_iceberg.records import FEW_FAILURE_BYTES, FEW_FAILURES, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
@@ -64,6 +69,7 @@ _UNSEEN = "unseen"  # in a task's counts: schema ids its codec did not know
 _NESTED = "nested"  # in a task's counts: flatten string columns it found an object or array in
 _KAFKA_SHAPE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
 _UTC_ZONES = frozenset({"UTC", "ETC/UTC", "GMT", "Z", "+00:00"})
+_READABLE = {"bigint": "long"}  # Spark's type names readable.py spells otherwise
 
 
 def writes_where_parsed(spec: TableSpec, layout: Layout | None, rules: list[Rule | None]) -> bool:
@@ -125,6 +131,10 @@ class Part:
     pt: str | None  # the batch's ``pt`` value, None when the table has no ``pt`` column
     rules: tuple[tuple[str, Rule], ...] = ()  # (on_violation, translated rule) of each expectation, in order
     zoneless_utc: bool = True  # Spark's session time zone is UTC: a timestamp without an offset is read as UTC
+    expectations: tuple[tuple[str, str], ...] = ()  # (name, SQL) of each expectation, in order
+    # The row's payload columns and their Spark types, in the row's order: a quarantined record's
+    # ``_decoded`` (:func:`_routed`). Empty: quarantine and drop rules' violations are Spark's to route.
+    payload: tuple[tuple[str, str], ...] = ()
 
 
 # -- Python side (runs in Spark's Python workers) --------------------------------------------------
@@ -163,11 +173,23 @@ class _Certified:
     columns: dict[str, pa.Array]  # the table's columns (by name) of the certified records
     certified: pa.RecordBatch  # those records as parsed (their Kafka columns give their offsets)
     left: pa.RecordBatch | None  # the records left to Spark, as they came; None when there are none
-    warned: list[int]  # violations of each rule among the certified records (only warn rules have any)
+    violations: list[int]  # violations of each rule among the records decoded here (written or routed)
     nested: tuple[str, ...] = ()  # flatten string columns read by expressions (decode.arrow.nested_found)
     errors: pa.RecordBatch | None = None  # records whose decode error is settled here
     reasons: tuple[str, ...] = ()  # their reasons, in order
     decoded: tuple[str | None, ...] = ()  # their decoded fields as Spark's to_json prints them (csv), in order
+    routed: _Routed | None = None  # records routed here by a quarantine or drop rule
+
+
+@dataclass
+class _Routed:
+    """Records a quarantine or drop rule takes out of the table, routed by the task (:func:`_routed`)."""
+
+    quarantined: pa.RecordBatch  # the records a quarantine rule took out, as they came
+    reasons: list[str]  # of each: the rules it failed
+    stages: list[str]  # ``expectation:<the first of them>``
+    rows: list[str]  # its row as Spark's ``to_json`` prints it
+    dropped: int = 0  # records a drop rule (and no quarantine rule) took out: counted only
 
 
 def _parsed(
@@ -219,12 +241,12 @@ def _certify(
 
     A record is left to Spark when it was not certified (the Arrow decoder) or did not decode (a
     schema-driven format, ``readers`` its decoders), when text Arrow cannot convert exactly is in
-    it, when one of ``required`` is missing (Spark explains it) or when it violates a
-    ``quarantine``, ``drop`` or ``fail`` rule (Spark routes it). A record whose decode error is
-    settled is an error here, with the reason Spark's side would give it: a schema-driven record
-    the bytes or the writer schema refused (Spark's side runs the same decoder), and, with
-    ``settle``, a json or flatten message that is certainly not one JSON document
-    (:mod:`~kafka_iceberg.decode.not_json`).
+    it, when one of ``required`` is missing (Spark explains it) or when it violates a ``fail``
+    rule (Spark reports it), and, without ``settle`` or ``part.payload``, a ``quarantine`` or
+    ``drop`` rule (Spark routes it); with them, this task routes it (:func:`_routed`). A record
+    whose decode error is settled is an error here, with the reason Spark's side would give it: a
+    schema-driven record the bytes or the writer schema refused (Spark's side runs the same
+    decoder), and, with ``settle``, what :func:`_settled` settles.
     """
     import numpy as np
     import pyarrow as pa
@@ -239,17 +261,27 @@ def _certify(
     for name in required:  # a missing required value is Spark's to explain
         if name in columns:
             present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
-    kept = present.copy()
     verdicts = [holds(rule, columns, certified.num_rows) for _, rule in part.rules]
+    broken = {action: np.zeros(certified.num_rows, dtype=bool) for action in ("fail", "quarantine", "drop")}
     for (action, _), held in zip(part.rules, verdicts, strict=True):
-        if action != "warn":  # quarantine, drop and fail are Spark's to route
-            kept &= held
-    if not kept.all():
-        ok[np.flatnonzero(ok)[~kept]] = False
-        keep = pa.array(kept)
+        if action in broken:
+            broken[action] |= ~held
+    kept = present & ~broken["fail"]  # a fail rule's violation is Spark's to report
+    routed, out = None, np.zeros(certified.num_rows, dtype=bool)  # out: routed here, neither written nor left
+    if settle and part.payload and (broken["quarantine"] | broken["drop"])[kept].any():
+        failed = [(name, sql, ~held) for (action, _), (name, sql), held in zip(part.rules, part.expectations, verdicts,
+                  strict=True) if action == "quarantine"]  # fmt: skip
+        routed, out = _routed(batch, np.flatnonzero(ok), columns, kept & broken["quarantine"], failed, part=part)
+        dropped = kept & broken["drop"] & ~broken["quarantine"]
+        routed.dropped, out = int(dropped.sum()), out | dropped
+    written = kept & ~broken["quarantine"] & ~broken["drop"]
+    counted = written | out
+    violations = [int((~held[counted]).sum()) for held in verdicts]
+    if not written.all():
+        ok[np.flatnonzero(ok)[~counted]] = False
+        keep = pa.array(written)
         certified = certified.filter(keep)
         columns = {name: column.filter(keep) for name, column in columns.items()}
-    warned = [int((~held[kept]).sum()) for held in verdicts]  # only warn rules can be violated here
     if settle and isinstance(parser, Layout) and not ok.all():
         errors = _settled(batch, parser, part, names, np.flatnonzero(~ok))
     errored = None
@@ -258,21 +290,64 @@ def _certify(
         ok[list(errors)] = True  # not left to Spark
     left = None if ok.all() else batch.filter(pa.array(~ok))
     reasons, decoded = (tuple(x) for x in zip(*errors.values(), strict=True)) if errors else ((), ())
-    return _Certified(columns, certified, left, warned, nested, errored, reasons, decoded)
+    return _Certified(columns, certified, left, violations, nested, errored, reasons, decoded, routed)
+
+
+def _routed(
+    batch: pa.RecordBatch,
+    rows: Any,
+    columns: dict[str, pa.Array],
+    quarantine: Any,
+    failed: list[tuple[str, str, Any]],
+    *,
+    part: Part,
+) -> tuple[_Routed, Any]:
+    """The certified records ``quarantine`` marks, quarantined as Spark's side would, and which were.
+
+    ``rows``: each certified record's row in ``batch``; ``failed``: each quarantine rule's name, SQL
+    and where it failed. A quarantined record's error row holds the rules it failed and its row as
+    Spark's ``to_json`` prints it; one whose row is not printed here certainly
+    (:mod:`~kafka_iceberg.decode.readable`) is left to Spark, as a record failing a fail rule is.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    picked, reasons, stages, printed = [], [], [], []
+    for i in np.flatnonzero(quarantine).tolist():
+        fields = [(name, _READABLE.get(t, t), columns[name][i].as_py()) for name, t in part.payload if name in columns]
+        try:
+            row = spark_json(fields, utc=part.zoneless_utc) or "{}"
+        except Unprintable:
+            continue
+        hit = [(name, sql) for name, sql, where in failed if where[i]]
+        picked.append(i)
+        reasons.append("; ".join(f"expectation {name} failed: {sql}" for name, sql in hit))
+        stages.append(f"expectation:{hit[0][0]}")
+        printed.append(row)
+    out = np.zeros(len(quarantine), dtype=bool)
+    out[picked] = True
+    quarantined = batch.take(pa.array(rows[picked], pa.int64()))
+    return _Routed(quarantined, reasons, stages, printed), out
 
 
 def _settled(
     batch: pa.RecordBatch, layout: Layout, part: Part, names: list[str], rows: Any
 ) -> dict[int, tuple[str, str | None]]:
-    """Those of ``rows`` that certainly do not decode: Spark's decoder's reason and decoded fields."""
+    """Those of ``rows`` that certainly do not decode: Spark's decoder's reason and decoded fields.
+
+    csv (:mod:`~kafka_iceberg.decode.csv_errors`), flatten (:mod:`~kafka_iceberg.decode.flatten_errors`)
+    or json (:mod:`~kafka_iceberg.decode.not_json`).
+    """
     payload = batch.column(layout.source)
     if layout.fmt == "csv":
         return csv_errors.settled_reasons(payload, rows, layout, names, utc=part.zoneless_utc)
+    if layout.fmt == "flatten":
+        return flatten_errors.settled_reasons(payload, rows, layout, names, part=part.part, utc=part.zoneless_utc)
     return {i: (reason, None) for i, reason in not_json.settled_reasons(payload, rows, part.part).items()}
 
 
 def _stats(
-    certified: int,
+    written: int,
     violations: list[int],
     offsets: list[Any],
     left: list[pa.RecordBatch],
@@ -280,16 +355,20 @@ def _stats(
     unseen: set[int],
     nested: set[str],
     errors: int,
+    quarantined: int = 0,
+    dropped: int = 0,
 ) -> dict[str, Any]:
     """A task's counts (:func:`~kafka_iceberg.checks.labels.merged_stats`' shape), plus what the driver learns.
 
     ``left``: the records left to Spark (counted, and their size); ``unseen``: schema ids the codec
     did not know; ``nested``: flatten string columns found holding objects or arrays; ``errors``:
-    records the task found to be errors (counted in, not decoded).
+    records the task found to be errors (counted in, not decoded); ``quarantined``, ``dropped``:
+    records it routed by a rule (decoded, not written).
     """
-    stats = {"in": certified + errors, "decoded": certified, "violations": violations, "quarantined": 0}
+    decoded = written + quarantined + dropped
+    stats = {"in": decoded + errors, "decoded": decoded, "violations": violations, "quarantined": quarantined}
     stats["first"] = [None] * len(violations)  # a record violating a fail rule is left to Spark
-    stats |= {"dropped": 0, "offsets": merge_offsets(*offsets), _LEFT: sum(b.num_rows for b in left)}
+    stats |= {"dropped": dropped, "offsets": merge_offsets(*offsets), _LEFT: sum(b.num_rows for b in left)}
     stats[_LEFT_BYTES] = sum(b.nbytes for b in left)
     return stats | {_UNSEEN: sorted(unseen), _NESTED: sorted(nested)}
 
@@ -312,20 +391,30 @@ def write_parsed(
     fields = TableMetadataUtil.parse_raw(target.metadata_json).schema().fields
     required = [f.name for f in fields if f.required] + _required(parser)
     readers = Readers(parser) if isinstance(parser, Codec) else None  # per task: schemas parsed once
-    tables, left, offsets, errors = [], [], [], []
+    tables, left, offsets, errors, quarantined = [], [], [], [], []
     violations = [0] * len(part.rules)
     unseen: set[int] = set()  # schema ids the driver did not know of: their records are left to Spark
     nested: set[str] = set()
+    dropped = 0
     for batch in batches:
         if not batch.num_rows:
             continue
         done = _certify(batch, parser, part, [f.name for f in fields], required, readers=readers)
-        violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
+        violations = [a + b for a, b in zip(violations, done.violations, strict=True)]
         tables.append(pa.table(done.columns))
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
         if done.errors is not None:
-            errors.append(_error_rows(done.errors, done.reasons, schema, done.decoded))
+            stages = [ERROR_STAGE] * len(done.reasons)
+            errors.append(
+                _leaving_rows("error", done.errors, schema, reasons=done.reasons, stages=stages, decoded=done.decoded)
+            )
+        if done.routed is not None:
+            r = done.routed
+            quarantined.append(
+                _leaving_rows("quarantine", r.quarantined, schema, reasons=r.reasons, stages=r.stages, decoded=r.rows)
+            )
+            dropped += r.dropped
         if done.left is not None:
             left.append(done.left)
             if isinstance(parser, Codec):
@@ -338,11 +427,13 @@ def write_parsed(
             {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
             for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
         ]
-    errored = sum(b.num_rows for b in errors)
-    stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested, errors=errored)
+    errored, routed = sum(b.num_rows for b in errors), sum(b.num_rows for b in quarantined)
+    stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested, errors=errored,
+                   quarantined=routed, dropped=dropped)  # fmt: skip
     out.append({"kind": "stats", "stats": json.dumps(stats)})
     yield pa.RecordBatch.from_pylist(out, schema=schema)
     yield from errors
+    yield from quarantined
     for batch in left:
         yield _left_rows(batch, schema)
 
@@ -376,7 +467,7 @@ def rows_parsed(
             continue
         # A MERGE's batch routes its errors from Spark's side: nothing is settled here.
         done = _certify(batch, layout, part, list(columns), [*required, *_required(layout)], settle=False)
-        violations = [a + b for a, b in zip(violations, done.warned, strict=True)]
+        violations = [a + b for a, b in zip(violations, done.violations, strict=True)]
         certified += done.certified.num_rows
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
@@ -427,25 +518,29 @@ def _left_rows(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return _kind_rows(_LEFT, batch.num_rows, schema, _kafka_columns(batch))
 
 
-def _error_rows(
-    batch: pa.RecordBatch, reasons: tuple[str, ...], schema: pa.Schema, decoded: tuple[str | None, ...]
+def _leaving_rows(
+    kind: str,
+    batch: pa.RecordBatch,
+    schema: pa.Schema,
+    *,
+    reasons: Sequence[str],
+    stages: Sequence[str],
+    decoded: Sequence[str | None],
 ) -> pa.RecordBatch:
-    """Records that did not decode as rows of kind ``error``: the error row Spark's side gives them.
+    """Records leaving the table as rows of ``kind`` (``error``, ``quarantine``), as Spark's side gives them.
 
-    Its Kafka columns, the reason, the ``decode`` stage and the fields that decoded (``decoded``, as
-    Spark's ``to_json`` prints them; none for a record that did not decode at all:
-    ``nullif(to_json(NULL), ...)`` on Spark's side).
+    Their Kafka columns, reasons, stages (``decode``, ``expectation:<name>``) and ``_decoded``: the
+    fields that decoded or the row, as Spark's ``to_json`` prints them; none for a record that did
+    not decode at all (``nullif(to_json(NULL), ...)`` on Spark's side).
     """
     import pyarrow as pa
 
-    n = batch.num_rows
-    stage = pa.repeat(pa.scalar(ERROR_STAGE, pa.string()), n)
     columns = {
         "_error": pa.array(reasons, pa.string()),
-        "_error_stage": stage,
+        "_error_stage": pa.array(stages, pa.string()),
         "_decoded": pa.array(decoded, pa.string()),
     }
-    return _kind_rows("error", n, schema, _kafka_columns(batch) | columns)
+    return _kind_rows(kind, batch.num_rows, schema, _kafka_columns(batch) | columns)
 
 
 # -- Spark side ------------------------------------------------------------------------------------
@@ -466,6 +561,7 @@ class ParsedBatch:
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
     left_bytes: int = 0  # their size in Arrow
     errors: tuple[Row, ...] = ()  # records the tasks found to be errors (error-row shape), counted in ``stats``
+    quarantined: tuple[Row, ...] = ()  # records the tasks quarantined (error-row shape), counted in ``stats``
 
     @property
     def few_left(self) -> bool:
@@ -482,21 +578,24 @@ def write_where_parsed(
     pt: str | None,
     rules: list[Rule],
     persist: Any,
+    payload: Sequence[tuple[str, str]] = (),
 ) -> ParsedBatch:
     """Run :func:`write_parsed` over ``frame`` (:func:`~kafka_iceberg.decode.plan.kafka_frame`); one Spark job.
 
     Its output is persisted: the records left to Spark are read from it by the next job.
+    ``payload``: the row's payload columns and Spark types (:attr:`Part.payload`), for the tasks to
+    quarantine records; empty: a quarantine or drop rule's violations are left to Spark.
     """
     struct, arrow = sorted_schema()
-    task = functools.partial(
-        write_parsed, parser=parser, part=_part(frame, spec, pt, rules), target=target, schema=arrow
-    )
+    part = _part(frame, spec, pt, rules, payload)
+    task = functools.partial(write_parsed, parser=parser, part=part, target=target, schema=arrow)
     out = persist(frame.mapInArrow(task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, left = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
     unseen, nested = frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED))
-    errors = tuple(leaving(head, "error"))
-    return ParsedBatch(written_files(head), stats, rest, left, unseen, nested, stats.pop(_LEFT_BYTES), errors)
+    errors, quarantined = tuple(leaving(head, "error")), tuple(leaving(head, "quarantine"))
+    left_bytes = stats.pop(_LEFT_BYTES)
+    return ParsedBatch(written_files(head), stats, rest, left, unseen, nested, left_bytes, errors, quarantined)
 
 
 @dataclass(frozen=True)
@@ -557,7 +656,9 @@ def rows_where_parsed(
     return ParsedRows(rows, stats, rest, left, frozenset(stats.pop(_NESTED)), stats.pop(_LEFT_BYTES))
 
 
-def _part(frame: DataFrame, spec: TableSpec, pt: str | None, rules: list[Rule]) -> Part:
+def _part(
+    frame: DataFrame, spec: TableSpec, pt: str | None, rules: list[Rule], payload: Sequence[tuple[str, str]] = ()
+) -> Part:
     actions = [e.on_violation for e in spec.expectations.values()]
     zone = str(frame.sparkSession.conf.get("spark.sql.session.timeZone"))
     return Part(
@@ -565,6 +666,8 @@ def _part(frame: DataFrame, spec: TableSpec, pt: str | None, rules: list[Rule]) 
         pt=pt,
         rules=tuple(zip(actions, rules, strict=True)),
         zoneless_utc=zone.upper() in _UTC_ZONES,
+        expectations=tuple((name, e.expr) for name, e in spec.expectations.items()),
+        payload=tuple(payload),
     )
 
 

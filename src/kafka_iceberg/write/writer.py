@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -420,18 +420,28 @@ class TableWriter:
         return sort_and_write(data, self._target(table), labels, on_driver=on_driver)
 
     def write_where_parsed(
-        self, frame: DataFrame, parser: Parser, *, pt: str | None, rules: list[Rule], persist: Any
+        self,
+        frame: DataFrame,
+        parser: Parser,
+        *,
+        pt: str | None,
+        rules: list[Rule],
+        persist: Any,
+        payload: Sequence[tuple[str, str]] = (),
     ) -> ParsedBatch:
         """Certified records written by the tasks that parse or decode them (not committed).
 
         ``parser``: the Arrow decoder's layout, or a schema-driven format's codec. ``frame`` is
         Kafka-shaped (:func:`~kafka_iceberg.decode.plan.kafka_frame`); the records the tasks leave
         to Spark come back as a cached frame of the same shape
-        (:func:`~kafka_iceberg.write.certified.write_where_parsed`).
+        (:func:`~kafka_iceberg.write.certified.write_where_parsed`). ``payload``: the row's payload
+        columns and Spark types, with which the tasks quarantine records themselves.
         """
         table = self._table()
         target = self._target(table)
-        return write_where_parsed(frame, self.spec, parser, target, pt=pt, rules=rules, persist=persist)
+        return write_where_parsed(
+            frame, self.spec, parser, target, pt=pt, rules=rules, persist=persist, payload=payload
+        )
 
     def write_driver_rows(self, data: pa.Table) -> list[WrittenFile]:
         """``data``, rows on the driver, written as data files of the table by this process (not committed).
