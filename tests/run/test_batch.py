@@ -669,11 +669,12 @@ def test_an_upserts_records_left_to_spark_are_sorted_on_the_driver_when_few(spar
         tables[run] = sorted((r["id"], r["note"]) for r in files_table(processor.writer).scan().to_arrow().to_pylist())
         q = spark.table(f"{files_catalog}.{ns}.events_quarantine").collect()
         quarantined[run] = sorted((r["offset"], r["_error_stage"], r["_error"]) for r in q)
-    # Records left per batch: "not json", id 0, no id and the spaced one; the tombstone and id -4.
+    # Records left per batch: no id and the spaced one; the tombstone. The tasks settle "not json" and
+    # quarantine id 0 and id -4 themselves (stop 62).
     assert seen == {
         "spark": {"checked": [6, 4], "driver": []},
-        "few": {"checked": [], "driver": [4, 2]},
-        "many": {"checked": [4, 2], "driver": []},
+        "few": {"checked": [], "driver": [2, 1]},
+        "many": {"checked": [2, 1], "driver": []},
     }
     assert tables["few"] == tables["many"] == tables["spark"] == [(2, '{"n":1}'), (3, "c2"), (5, "e")]
     assert quarantined["few"] == quarantined["many"] == quarantined["spark"]
@@ -822,21 +823,26 @@ def _quarantine_case(fmt: str) -> tuple[list[Msg], dict[str, str], dict[str, Any
     return [Msg(None, v, offset=i) for i, v in enumerate(values)], columns, expectations
 
 
-@pytest.mark.parametrize("fmt", ["flatten", "csv", "json"])
+@pytest.mark.parametrize("fmt, mode", [("flatten", "append"), ("csv", "append"), ("json", "append"),
+                                       ("flatten", "upsert"), ("csv", "upsert")])  # fmt: skip
 def test_the_tasks_quarantine_and_drop_what_sparks_side_would_with_the_same_error_rows(
-    spark, files_catalog, monkeypatch, fmt
+    spark, files_catalog, monkeypatch, fmt, mode
 ):
     """Issue 20: records that violate a quarantine or drop rule are routed by the tasks that parse them,
     with the error rows Spark's side gives them (reason, stage, original bytes, the row as ``to_json``
-    prints it): the same main table, quarantine table and counts as ``decoder: spark``. A row the tasks
-    cannot print for certain (a double Java prints in exponent form) is left to Spark."""
+    prints it): the same main table, quarantine table and counts as ``decoder: spark``, appended by the
+    Arrow writer or merged by an upsert. A row the tasks cannot print for certain (a double Java prints
+    in exponent form) is left to Spark."""
     from kafka_iceberg.write import certified, writer
     from tests.support.spy import returns
     from tests.write.conftest import files_table
 
-    parsed: list[certified.ParsedBatch] = returns(
-        monkeypatch, writer, "write_where_parsed", certified.write_where_parsed
-    )
+    if mode == "upsert":
+        parsed = returns(monkeypatch, batch_module, "rows_where_parsed", certified.rows_where_parsed)
+        keys = {"commit_mode": "upsert", "key_fields": ["id"]}
+    else:
+        parsed = returns(monkeypatch, writer, "write_where_parsed", certified.write_where_parsed)
+        keys = {"write": {"engine": "arrow"}}
     messages, columns, expectations = _quarantine_case(fmt)
     outcomes = {}
     for decoder in ("arrow", "spark"):
@@ -844,8 +850,8 @@ def test_the_tasks_quarantine_and_drop_what_sparks_side_would_with_the_same_erro
         source = {"topics": ["t"], "format": fmt, "decoder": decoder}
         if fmt == "csv":
             source["csv"] = {"columns": list(columns)}
-        keys = {"schema": {"columns": columns}} if columns else {"schema": None, "schema_evolution": "add_columns"}
-        table = spec(ns, source=source, expectations=expectations, write={"engine": "arrow"}, **keys)
+        schema = {"schema": {"columns": columns}} if columns else {"schema": None, "schema_evolution": "add_columns"}
+        table = spec(ns, source=source, expectations=expectations, **schema, **keys)
         processor = BatchProcessor(spark, "unit", table, files_catalog)
         raw = spark.createDataFrame(kafka_rows(messages), KAFKA_SCHEMA)
         report = processor.process(raw, batch_id=0, stream=STREAM, offsets={"t": {0: len(messages)}})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,7 +29,7 @@ from kafka_iceberg.decode.plan import kafka_frame
 from kafka_iceberg.decode.schemaful import Codec, build_codec, is_schemaful, latest_ids, row_schema
 from kafka_iceberg.errors import ConfigError, summary
 from kafka_iceberg.observe.report import BatchReport
-from kafka_iceberg.records import COORDINATES, INTERNAL_PREFIX, TOMBSTONE_COLUMN
+from kafka_iceberg.records import COORDINATES, ERROR_SCHEMA_DDL, INTERNAL_PREFIX, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import Offsets, batch_offsets, merge_offsets
 from kafka_iceberg.spec.api import resolve_transform
 from kafka_iceberg.spec.columns import FIXED_COLUMNS
@@ -60,6 +60,15 @@ def _keep(frame: DataFrame) -> DataFrame:
 
 def _payload_columns(columns: list[str]) -> list[str]:
     return [c for c in columns if c not in FIXED_COLUMNS and not c.startswith(INTERNAL_PREFIX)]
+
+
+def _payload(rows: StructType) -> list[tuple[str, str]]:
+    """The payload columns of ``rows`` and their Spark types, for the tasks that quarantine records.
+
+    What a quarantined record's ``_decoded`` prints (``checks/labels.py``, ``ROW_JSON``).
+    """
+    names = _payload_columns(rows.names)
+    return [(f.name, f.dataType.simpleString()) for f in rows.fields if f.name in names]
 
 
 def _known(table_schema: StructType | None) -> dict[str, str] | None:
@@ -120,7 +129,27 @@ class _Checked:
             rows=self.rows if rows is None else rows,
             passed={n: self.passed.get(n, 0) + stats["decoded"] - warned[n] for n in rules},
             failed={n: self.failed.get(n, 0) + warned[n] for n in rules},
+            dropped=self.dropped + stats["dropped"],
         )
+
+    def with_settled(self, errors: Sequence[Row], quarantined: Sequence[Row]) -> _Checked:
+        """These and the error and quarantine rows of the records the tasks settled or routed themselves."""
+        return replace(
+            self,
+            errors=_joined(self.errors, errors),
+            quarantined=_joined(self.quarantined, quarantined),
+            quarantined_count=self.quarantined_count + len(quarantined),
+        )
+
+
+def _joined(these: DataFrame | list[Row] | None, rows: Sequence[Row]) -> DataFrame | list[Row] | None:
+    """Error rows of Spark's side (a frame when many, rows when few) and the tasks' (rows), together."""
+    if not rows:
+        return these
+    if these is None or isinstance(these, list):
+        return [*(these or []), *rows]
+    theirs = these.sparkSession.createDataFrame(list(rows), ERROR_SCHEMA_DDL)
+    return these.unionByName(theirs, allowMissingColumns=True)
 
 
 @dataclass
@@ -277,6 +306,7 @@ class BatchProcessor:
             )  # fmt: skip
         if parsed is not None:
             checked = checked.with_certified(parsed.rows, parsed.stats, list(self.spec.expectations))
+            checked = checked.with_settled(parsed.errors, parsed.quarantined)
         if offsets is None:
             offsets = merge_offsets(self._offsets, checked.offsets)
         report.expectations_passed, report.expectations_failed = checked.passed, checked.failed
@@ -410,6 +440,7 @@ class BatchProcessor:
         parsed = rows_where_parsed(
             kafka_frame(raw), self.spec, shape.layout.reading_nested(self._nested), shape.schema,
             pt=pt_value(self.spec.partition_window, flush_time), rules=shape.rules, required=required, persist=persist,
+            payload=_payload(shape.schema),
         )  # fmt: skip
         self._nested |= parsed.nested
         if decoder == "auto" and parsed.left_count > parsed.stats["in"]:
@@ -683,11 +714,9 @@ class BatchProcessor:
         The others, when few, are sorted (and any Spark's decoder keeps written) on the driver.
         """
         pt = pt_value(self.spec.partition_window, flush_time)
-        names = _payload_columns(shape.schema.names)  # a quarantined record's row: check_columns' ROW_JSON
-        payload = [(f.name, f.dataType.simpleString()) for f in shape.schema.fields if f.name in names]
         parsed = self.writer.write_where_parsed(
             kafka_frame(raw), shape.layout.reading_nested(self._nested), pt=pt, rules=shape.rules, persist=persist,
-            payload=payload,
+            payload=_payload(shape.schema),
         )  # fmt: skip
         self._nested |= parsed.nested
         if parsed.left is None:

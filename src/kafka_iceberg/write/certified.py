@@ -24,8 +24,9 @@ becomes its error row here, with the reason Spark's decoder gives it
 :mod:`~kafka_iceberg.decode.flatten_errors`).
 
 An upsert keeps Spark's MERGE: its tasks hand the certified records back as the table's rows
-(:func:`rows_parsed`) instead of writing them, and the MERGE takes those rows with the ones
-Spark's decoder made of the rest (``run/batch.py``, ``_parse_for_merge``).
+(:func:`rows_parsed`) instead of writing them, with the error and quarantine rows of what they
+settled or routed, and the MERGE takes those rows with the ones Spark's decoder made of the rest
+(``run/batch.py``, ``_parse_for_merge``).
 
 The schema-driven formats (Avro, Protobuf, JSON Schema) take :func:`write_parsed` too, with their
 codec in place of the layout (``run/batch.py``, ``_decode_where_written``): their decoder is Python
@@ -235,18 +236,17 @@ def _certify(
     required: list[str],
     *,
     readers: Any = None,
-    settle: bool = True,
 ) -> _Certified:
     """Certify ``batch`` and build the table's columns ``names`` of what it certifies.
 
     A record is left to Spark when it was not certified (the Arrow decoder) or did not decode (a
     schema-driven format, ``readers`` its decoders), when text Arrow cannot convert exactly is in
     it, when one of ``required`` is missing (Spark explains it) or when it violates a ``fail``
-    rule (Spark reports it), and, without ``settle`` or ``part.payload``, a ``quarantine`` or
-    ``drop`` rule (Spark routes it); with them, this task routes it (:func:`_routed`). A record
-    whose decode error is settled is an error here, with the reason Spark's side would give it: a
-    schema-driven record the bytes or the writer schema refused (Spark's side runs the same
-    decoder), and, with ``settle``, what :func:`_settled` settles.
+    rule (Spark reports it), and, without ``part.payload``, a ``quarantine`` or ``drop`` rule
+    (Spark routes it); with it, this task routes it (:func:`_routed`). A record whose decode
+    error is settled is an error here, with the reason Spark's side would give it: a schema-driven
+    record the bytes or the writer schema refused (Spark's side runs the same decoder), and what
+    :func:`_settled` settles.
     """
     import numpy as np
     import pyarrow as pa
@@ -268,7 +268,7 @@ def _certify(
             broken[action] |= ~held
     kept = present & ~broken["fail"]  # a fail rule's violation is Spark's to report
     routed, out = None, np.zeros(certified.num_rows, dtype=bool)  # out: routed here, neither written nor left
-    if settle and part.payload and (broken["quarantine"] | broken["drop"])[kept].any():
+    if part.payload and (broken["quarantine"] | broken["drop"])[kept].any():
         failed = [(name, sql, ~held) for (action, _), (name, sql), held in zip(part.rules, part.expectations, verdicts,
                   strict=True) if action == "quarantine"]  # fmt: skip
         routed, out = _routed(batch, np.flatnonzero(ok), columns, kept & broken["quarantine"], failed, part=part)
@@ -282,7 +282,7 @@ def _certify(
         keep = pa.array(written)
         certified = certified.filter(keep)
         columns = {name: column.filter(keep) for name, column in columns.items()}
-    if settle and isinstance(parser, Layout) and not ok.all():
+    if isinstance(parser, Layout) and not ok.all():
         errors = _settled(batch, parser, part, names, np.flatnonzero(~ok))
     errored = None
     if errors:
@@ -346,6 +346,38 @@ def _settled(
     return {i: (reason, None) for i, reason in not_json.settled_reasons(payload, rows, part.part).items()}
 
 
+class _Leaving:
+    """A task's records leaving the table as it settles or routes them: error and quarantine rows, drops."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.errors: list[pa.RecordBatch] = []
+        self.quarantined: list[pa.RecordBatch] = []
+        self.dropped = 0
+
+    def add(self, done: _Certified) -> None:
+        """Those of one certified batch."""
+        if done.errors is not None:
+            stages = [ERROR_STAGE] * len(done.reasons)
+            self.errors.append(_leaving_rows("error", done.errors, self.schema, reasons=done.reasons, stages=stages,
+                                             decoded=done.decoded))  # fmt: skip
+        if done.routed is not None:
+            r = done.routed
+            self.quarantined.append(_leaving_rows("quarantine", r.quarantined, self.schema, reasons=r.reasons,
+                                                  stages=r.stages, decoded=r.rows))  # fmt: skip
+            self.dropped += r.dropped
+
+    def counts(self) -> dict[str, int]:
+        """:func:`_stats`' ``errors``, ``quarantined`` and ``dropped``."""
+        errors, quarantined = (sum(b.num_rows for b in kind) for kind in (self.errors, self.quarantined))
+        return {"errors": errors, "quarantined": quarantined, "dropped": self.dropped}
+
+    def rows(self) -> Iterator[pa.RecordBatch]:
+        """The error rows, then the quarantine rows."""
+        yield from self.errors
+        yield from self.quarantined
+
+
 def _stats(
     written: int,
     violations: list[int],
@@ -382,8 +414,9 @@ def write_parsed(
     built once per task).
 
     Output rows follow SORTED_SCHEMA: one per data file (``file``), one with the counts of the
-    certified records (``stats``, plus ``left``: how many were not certified), one per record left
-    to Spark (``left``, in its Kafka columns).
+    certified records (``stats``, plus ``left``: how many were not certified), the error and
+    quarantine rows of the records it settled or routed (``error``, ``quarantine``), one per record
+    left to Spark (``left``, in its Kafka columns).
     """
     import pyarrow as pa
     from pyiceberg.table.metadata import TableMetadataUtil
@@ -391,11 +424,11 @@ def write_parsed(
     fields = TableMetadataUtil.parse_raw(target.metadata_json).schema().fields
     required = [f.name for f in fields if f.required] + _required(parser)
     readers = Readers(parser) if isinstance(parser, Codec) else None  # per task: schemas parsed once
-    tables, left, offsets, errors, quarantined = [], [], [], [], []
+    tables, left, offsets = [], [], []
     violations = [0] * len(part.rules)
     unseen: set[int] = set()  # schema ids the driver did not know of: their records are left to Spark
     nested: set[str] = set()
-    dropped = 0
+    outgoing = _Leaving(schema)
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -404,17 +437,7 @@ def write_parsed(
         tables.append(pa.table(done.columns))
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
-        if done.errors is not None:
-            stages = [ERROR_STAGE] * len(done.reasons)
-            errors.append(
-                _leaving_rows("error", done.errors, schema, reasons=done.reasons, stages=stages, decoded=done.decoded)
-            )
-        if done.routed is not None:
-            r = done.routed
-            quarantined.append(
-                _leaving_rows("quarantine", r.quarantined, schema, reasons=r.reasons, stages=r.stages, decoded=r.rows)
-            )
-            dropped += r.dropped
+        outgoing.add(done)
         if done.left is not None:
             left.append(done.left)
             if isinstance(parser, Codec):
@@ -427,13 +450,10 @@ def write_parsed(
             {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
             for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
         ]
-    errored, routed = sum(b.num_rows for b in errors), sum(b.num_rows for b in quarantined)
-    stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested, errors=errored,
-                   quarantined=routed, dropped=dropped)  # fmt: skip
+    stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested, **outgoing.counts())
     out.append({"kind": "stats", "stats": json.dumps(stats)})
     yield pa.RecordBatch.from_pylist(out, schema=schema)
-    yield from errors
-    yield from quarantined
+    yield from outgoing.rows()
     for batch in left:
         yield _left_rows(batch, schema)
 
@@ -451,7 +471,8 @@ def rows_parsed(
 
     ``schema`` is SORTED_SCHEMA plus ``columns`` named ``_ki_r<i>`` (the table may have a ``value``
     column; the Kafka shape has one). Output: the certified records' rows (``row``), one row with
-    the counts (``stats``, as :func:`write_parsed`'s) and the records left to Spark (``left``).
+    the counts (``stats``, as :func:`write_parsed`'s), the error and quarantine rows of the records
+    it settled or routed (``error``, ``quarantine``) and the records left to Spark (``left``).
     ``required``: columns a certified record must have a value in (the table's NOT NULL ones and
     the upsert keys); a record missing one is left to Spark, which rejects it with its reason.
     """
@@ -462,22 +483,24 @@ def rows_parsed(
     certified, offsets = 0, []
     violations = [0] * len(part.rules)
     nested: set[str] = set()
+    outgoing = _Leaving(schema)
     for batch in batches:
         if not batch.num_rows:
             continue
-        # A MERGE's batch routes its errors from Spark's side: nothing is settled here.
-        done = _certify(batch, layout, part, list(columns), [*required, *_required(layout)], settle=False)
+        done = _certify(batch, layout, part, list(columns), [*required, *_required(layout)])
         violations = [a + b for a, b in zip(violations, done.violations, strict=True)]
         certified += done.certified.num_rows
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
+        outgoing.add(done)
         if done.left is not None:
             left.append(done.left)
         if done.certified.num_rows:
             rows = dict(zip(names, (done.columns[c] for c in columns), strict=True))
             yield _kind_rows("row", done.certified.num_rows, schema, rows)
-    stats = _stats(certified, violations, offsets, left, unseen=set(), nested=nested, errors=0)
+    stats = _stats(certified, violations, offsets, left, unseen=set(), nested=nested, **outgoing.counts())
     yield pa.RecordBatch.from_pylist([{"kind": "stats", "stats": json.dumps(stats)}], schema=schema)
+    yield from outgoing.rows()
     for batch in left:
         yield _left_rows(batch, schema)
 
@@ -608,6 +631,8 @@ class ParsedRows:
     left_count: int  # how many
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
     left_bytes: int = 0  # their size in Arrow
+    errors: tuple[Row, ...] = ()  # records the tasks found to be errors (error-row shape), counted in ``stats``
+    quarantined: tuple[Row, ...] = ()  # records the tasks quarantined (error-row shape), counted in ``stats``
 
     @property
     def few_left(self) -> bool:
@@ -625,11 +650,13 @@ def rows_where_parsed(
     rules: list[Rule],
     required: list[str],
     persist: Any,
+    payload: Sequence[tuple[str, str]] = (),
 ) -> ParsedRows:
     """Run :func:`rows_parsed` over ``frame`` (:func:`~kafka_iceberg.decode.plan.kafka_frame`); one Spark job.
 
     ``columns``: the rows' columns as Spark's decoder gives them. The output is persisted: the
-    MERGE reads the rows from it, Spark's decoder the records left to it.
+    MERGE reads the rows from it, Spark's decoder the records left to it. ``payload``: as
+    :func:`write_where_parsed`'s.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -641,19 +668,23 @@ def rows_where_parsed(
     task = functools.partial(
         rows_parsed,
         layout=layout,
-        part=_part(frame, spec, pt, rules),
+        part=_part(frame, spec, pt, rules, payload),
         columns=tuple(columns.names),
         required=tuple(required),
         schema=to_arrow_schema(struct),
     )
     out = persist(frame.mapInArrow(task, struct))
-    head = out.where("kind = 'stats'").collect()
-    stats, rest, left = _counts(spec, out, head, len(rules), "parsed for the MERGE")
+    head = out.where("kind IN ('stats', 'error', 'quarantine')").collect()
+    stats, rest, left = _counts(
+        spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "parsed for the MERGE"
+    )
     stats.pop(_UNSEEN)  # the Arrow decoder reads no schema ids
     rows = out.where("kind = 'row'").select(
         *[F.col(_row(i)).alias(f.name) for i, f in enumerate(columns)], F.lit(False).alias(TOMBSTONE_COLUMN)
     )
-    return ParsedRows(rows, stats, rest, left, frozenset(stats.pop(_NESTED)), stats.pop(_LEFT_BYTES))
+    nested, left_bytes = frozenset(stats.pop(_NESTED)), stats.pop(_LEFT_BYTES)
+    errors, quarantined = tuple(leaving(head, "error")), tuple(leaving(head, "quarantine"))
+    return ParsedRows(rows, stats, rest, left, nested, left_bytes, errors, quarantined)
 
 
 def _part(
