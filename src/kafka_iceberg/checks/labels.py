@@ -157,8 +157,7 @@ def sort_batch(batch: pa.RecordBatch, labels: Labels) -> Sorted:
     def quarantine_reason(i: int) -> tuple[str, str, str]:
         hit = [(name, sql) for (name, sql, action), bad in zip(labels.rules, violated, strict=True)
                if action == "quarantine" and bad[i]]  # fmt: skip
-        reason = "; ".join(f"expectation {name} failed: {sql}" for name, sql in hit)
-        return reason, f"expectation:{hit[0][0]}", ROW_JSON
+        return *quarantined_by(hit), ROW_JSON
 
     stats = {
         "in": n,
@@ -170,6 +169,11 @@ def sort_batch(batch: pa.RecordBatch, labels: Labels) -> Sorted:
         "dropped": int(drop.sum()),
     }
     return Sorted(table.filter(pa.array(write)), errors, _error_rows(batch, quarantine, quarantine_reason), stats)
+
+
+def quarantined_by(hit: list[tuple[str, str]]) -> tuple[str, str]:
+    """The reason and stage of a record the quarantine rules ``hit`` (name, SQL; in declaration order) took out."""
+    return "; ".join(f"expectation {name} failed: {sql}" for name, sql in hit), f"expectation:{hit[0][0]}"
 
 
 def _error_rows(batch: pa.RecordBatch, which: Any, reason: Any) -> list[dict[str, Any]]:

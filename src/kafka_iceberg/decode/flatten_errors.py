@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.decode import not_json
-from kafka_iceberg.decode.arrow import MAX_BYTES, Layout, convert_text
+from kafka_iceberg.decode.arrow import Layout, convert_text
 from kafka_iceberg.decode.csv_errors import refused, shown
 from kafka_iceberg.decode.readable import Unprintable, printed_as_repr, spark_json
 
@@ -113,13 +113,8 @@ def _text(value: Any, col_type: str) -> tuple[str | None, float | None]:
 
 def _document(data: bytes | None) -> _Object | None:
     """The message as a top-level object with distinct keys, where that is certain; else None."""
-    if not data or len(data) > MAX_BYTES:
-        return None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not_json.uncertain(text):
+    text = not_json.checked_text(data)
+    if text is None:
         return None
     try:
         doc = _DECODER.decode(text)
@@ -169,29 +164,30 @@ def settled_reasons(
     found: list[_Read] = []
     for i in rows:
         data = payload[i].as_py()
-        reason = not_json.settled_reason(data, part)
-        if reason is not None:
-            out[int(i)] = (reason, None)
-        elif (read := _read(data, types, order, int(i))) is not None:
+        if (read := _read(data, types, order, int(i))) is not None:  # one JSON object: parsed once
             found.append(read)
+        elif (reason := not_json.settled_reason(data, part)) is not None:
+            out[int(i)] = (reason, None)
     converted = {  # name → (values, exact) over the records found: one conversion per column
         name: convert_text(pa.array([r.texts[name] for r in found], pa.string()), types[name], zoneless_utc=utc)
         for name in order
         if types[name] in _CONVERTED and found
     }
     for j, read in enumerate(found):
-        settled = _settled(read, {name: (v[j], exact[j]) for name, (v, exact) in converted.items()}, layout, order, utc)
+        settled = _settled(read, {name: (v[j], exact[j]) for name, (v, exact) in converted.items()}, layout, order,
+                           utc=utc)  # fmt: skip
         if settled is not None:
             out[read.row] = settled
     return out
 
 
 def _settled(
-    read: _Read, converted: dict[str, tuple[Any, bool]], layout: Layout, order: list[str], utc: bool
+    read: _Read, converted: dict[str, tuple[Any, bool]], layout: Layout, order: list[str], *, utc: bool
 ) -> tuple[str, str | None] | None:
     """The reason and ``_decoded`` of a record read, or None when it decodes or is not certain.
 
-    ``converted``: each converted column's value and whether it is exact.
+    ``converted``: each converted column's value and whether it is exact; ``order``: the layout's
+    columns in the table's order.
     """
     types = dict(layout.columns)
     problems = []

@@ -45,18 +45,28 @@ def uncertain(text: str) -> bool:
     return bool(_UNCERTAIN.search(text)) or text.count("[") + text.count("{") >= _MAX_BRACKETS
 
 
+def checked_text(data: bytes | None) -> str | None:
+    """``data`` as text where Python's ``json`` reads it as Spark's parser would; None otherwise.
+
+    None for a null or empty payload and invalid UTF-8 (each has its own rule on Spark's side), and
+    for text outside the bounds where the two parsers cannot disagree (:func:`uncertain`).
+    """
+    if not data or len(data) > MAX_BYTES:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if uncertain(text) else text
+
+
 def settled_reason(data: bytes | None, part: str) -> str | None:
     """The reason Spark's decoder gives ``data`` when it is certainly not one JSON document, else None.
 
     ``part``: ``value``, or ``key`` under mode key (the reason names it).
     """
-    if not data or len(data) > MAX_BYTES:
-        return None  # a null or empty payload has its own rules
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None  # invalid UTF-8 has its own rule
-    if uncertain(text):
+    text = checked_text(data)
+    if text is None:
         return None
     try:
         _DECODER.decode(text)

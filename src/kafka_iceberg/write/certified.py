@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.checks.arrow_rules import Rule, holds
+from kafka_iceberg.checks.labels import quarantined_by
 from kafka_iceberg.decode import csv_errors, flatten_errors, not_json
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
 from kafka_iceberg.decode.plan import ERROR_STAGE, HEADERS, KEY, VALUE, payload_part
@@ -319,10 +320,10 @@ def _routed(
             row = spark_json(fields, utc=part.zoneless_utc) or "{}"
         except Unprintable:
             continue
-        hit = [(name, sql) for name, sql, where in failed if where[i]]
+        reason, stage = quarantined_by([(name, sql) for name, sql, where in failed if where[i]])
         picked.append(i)
-        reasons.append("; ".join(f"expectation {name} failed: {sql}" for name, sql in hit))
-        stages.append(f"expectation:{hit[0][0]}")
+        reasons.append(reason)
+        stages.append(stage)
         printed.append(row)
     out = np.zeros(len(quarantine), dtype=bool)
     out[picked] = True
