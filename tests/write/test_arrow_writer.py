@@ -310,3 +310,59 @@ def test_the_commit_keeps_the_metrics_java_would_under_the_tables_metrics_config
     bounded = set(f["lower_bounds"])
     if columns == 101 and not properties:
         assert bounded == set(range(1, 101))  # the 101st column (field id 101) has none
+
+
+_WRITE_LOGGING_S3 = """
+import json, sys
+import pyarrow.fs as fs
+fs.initialize_s3(fs.S3LogLevel.Debug)  # the AWS SDK logs each request it sends to stdout
+from kafka_iceberg.write.arrow_files import FileTarget, data_files
+import pyarrow.parquet as pq
+given = json.load(open(sys.argv[1]))
+files = data_files(pq.read_table(sys.argv[2]), FileTarget(given["metadata"], given["io"]))
+print("FILES " + json.dumps(files))
+"""
+
+
+def test_a_task_writes_each_small_data_file_in_one_request(tmp_path, lake):
+    """Opened when first written, a data file smaller than an upload part is one PUT, not a multipart upload.
+
+    Run in a child process: the AWS SDK's request log is set once per process, before S3's first use.
+    """
+    import re
+    import subprocess
+    import sys
+    from urllib.parse import unquote
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kafka_iceberg.write.arrow_files import WrittenFile, append_files, file_target
+
+    ns = lake.new_namespace("put")
+    name = f"{lake.catalog}.{ns}.events"
+    lake.spark.sql(f"CREATE TABLE {name} (id bigint, city string) USING iceberg PARTITIONED BY (city)")
+    java_table = IcebergTable(lake.spark, name).refresh().java
+    target = file_target(lake.spark, java_table)
+    (tmp_path / "target.json").write_text(
+        json.dumps({"metadata": target.metadata_json, "io": dict(target.io_properties)})
+    )
+    rows = pa.table(
+        {"id": pa.array(range(3000), pa.int64()), "city": [("Berlin", "Paris", None)[i % 3] for i in range(3000)]}
+    )
+    pq.write_table(rows, tmp_path / "rows.parquet")
+
+    child = subprocess.run(
+        [sys.executable, "-c", _WRITE_LOGGING_S3, str(tmp_path / "target.json"), str(tmp_path / "rows.parquet")],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    files = json.loads(next(line[6:] for line in child.stdout.splitlines() if line.startswith("FILES ")))
+    sent = re.findall(r"\(HeaderOut\) (PUT|POST) (\S+)", child.stdout)
+    assert len(files) == 3  # one per partition
+    # path-style requests: /<bucket>/<key>, the key URL-encoded
+    assert sorted(unquote(path) for _, path in sent) == sorted("/" + f["path"].split("://", 1)[1] for f in files)
+    assert all(method == "PUT" and "?" not in path for method, path in sent), sent  # no multipart upload
+
+    append_files(lake.spark, java_table, [WrittenFile(**f) for f in files], {})
+    read = lake.pyiceberg().load_table(f"{ns}.events").scan().to_arrow()
+    assert sorted(read.column("id").to_pylist()) == list(range(3000))

@@ -17,6 +17,7 @@ which ``maintain-tables`` removes like any other failed write's.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -250,9 +251,38 @@ def _file_schema() -> pa.Schema:
     return pa.schema([("path", pa.string()), ("size", pa.int64()), ("records", pa.int64()), ("content", pa.string())])
 
 
+def file_io(properties: Mapping[str, str], location: str) -> Any:
+    """The FileIO (pyiceberg's) for a table's files, whose S3 files are opened when they are first written.
+
+    pyarrow's S3 filesystem starts a multipart upload when a file is opened and completes it when
+    the file is closed: three requests for every data file, however small. Opened on the first
+    write instead (``allow_delayed_open``), a file smaller than one part (most of a micro-batch's)
+    is one ``PUT``: two round trips to the object store fewer on each task's way to its commit. A
+    FileIO other than pyarrow's (``py-io-impl``) is left as it is.
+    """
+    from pyiceberg.io import load_file_io
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    io = load_file_io(dict(properties), location)
+    return _delayed_open_io()(io.properties) if type(io) is PyArrowFileIO else io
+
+
+@functools.cache
+def _delayed_open_io() -> type:
+    """The pyarrow FileIO with S3 files opened on first write (a class made here: pyiceberg loads lazily)."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    class DelayedOpenFileIO(PyArrowFileIO):
+        def _initialize_s3_fs(self, netloc: str | None) -> Any:
+            fs = super()._initialize_s3_fs(netloc)
+            rebuild, (options,) = fs.__reduce__()  # pyarrow's own pickling: every option pyiceberg set
+            return rebuild({**options, "allow_delayed_open": True})
+
+    return DelayedOpenFileIO
+
+
 def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     """Write ``data`` (the table's columns) as the table's data files; one dict per file (FILE_SCHEMA)."""
-    from pyiceberg.io import load_file_io
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.table.metadata import TableMetadataUtil
 
@@ -260,7 +290,7 @@ def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
         return []
     _quiet_checksums()
     metadata = TableMetadataUtil.parse_raw(target.metadata_json)
-    io = load_file_io(dict(target.io_properties), metadata.location)
+    io = file_io(target.io_properties, metadata.location)
     data = data.cast(metadata.schema().as_arrow())
     # One write id per batch and task attempt keeps file names unique across tasks and retries.
     files = _dataframe_to_data_files(metadata, data, io, write_uuid=uuid.uuid4(), counter=itertools.count(0))
@@ -327,8 +357,6 @@ class WrittenFile:
 
 def write_frame(rows: DataFrame, target: FileTarget) -> list[WrittenFile]:
     """Write ``rows`` (already shaped like the table) as data files; one Spark job."""
-    import functools
-
     written = rows.mapInArrow(functools.partial(write_files, target=target), FILE_SCHEMA).collect()
     return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["content"])) for r in written]
 
@@ -388,8 +416,6 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels, *, on_d
     job only computes them, brought back as Arrow, and :func:`write_sorted` runs here. A job of
     Python tasks costs 0.2-0.4 s whatever it carries (benchmarks/fixes.md, stop 55).
     """
-    import functools
-
     struct, arrow = sorted_schema()
     if on_driver:
         batches = write_sorted(iter(_arrow_batches(frame)), target, labels, arrow)
