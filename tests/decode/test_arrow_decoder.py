@@ -378,6 +378,22 @@ def test_string_columns_found_holding_objects_are_reported_and_read_as_found_in_
     assert looked_for.column("_ki_a2").to_pylist() == ["x", 'q"q', None, None]
 
 
+@pytest.mark.parametrize("first", [0, 6000], ids=["first-block", "later-block"])
+def test_a_string_column_holding_an_object_is_found_by_the_parse_wherever_it_first_does(first):
+    """Arrow's reader refuses the object and names its column; the parse starts again reading that
+    column as nested, also when the object is past the first block read (about 1.3 MB of records
+    before it), and the batch comes out as one given the column from the start."""
+    docs: list[Any] = [{"id": i, "d": 0.5, "s": "x" * 200} for i in range(6003)]
+    docs[first]["s"] = {"a": [1]}
+    docs[first + 1]["s"] = ["b"]
+    found = certify_batch(_flatten_batch(docs), FLATTEN_LAYOUT)
+    given = certify_batch(_flatten_batch(docs), FLATTEN_LAYOUT.reading_nested({"s"}))
+    assert nested_found(found) == ("s",)
+    assert found.column("_ki_certified").to_pylist() == [True] * len(docs)
+    assert found.column("_ki_a2")[first : first + 3].to_pylist() == ['{"a":[1]}', '["b"]', "x" * 200]
+    assert found.to_pydict() == given.to_pydict()
+
+
 def test_a_batch_holding_nested_values_certifies_the_same_whether_its_columns_were_found_earlier():
     """Generated nested values (every kind, compact or spaced, escaped or not, keys repeated): the
     same records certified with the same values, whether the batch finds ``ctx`` and ``tags`` or is

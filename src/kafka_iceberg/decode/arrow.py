@@ -114,7 +114,7 @@ class Layout:
     null_value: str = ""
     required: tuple[str, ...] = ()  # columns a JSON Schema requires (their absence is a decode error)
     # flatten ``string`` columns earlier batches held an object or array in (:func:`nested_found`):
-    # read by the expressions from the start, so each batch looks for new ones only
+    # read by the expressions from the start, so a batch's parse stops and starts again only at new ones
     nested: tuple[str, ...] = ()
 
     def spark_type(self, col_type: str) -> str:
@@ -290,9 +290,15 @@ def certify_batch(batch: pa.RecordBatch, layout: Layout) -> pa.RecordBatch:
     ok = np.zeros(len(picked), dtype=bool)
     types = [layout.arrow_type(t) for _, t in layout.columns]
     columns: list[list[pa.Array]] = [[] for _ in types]
-    nested = _nested_columns(candidates, layout)
+    nested = _readable_nested(layout)
+    while True:  # a string column found holding an object or array is read by the expressions: parse again
+        try:
+            spans = _parse(candidates, layout, nested)
+            break
+        except _NestedFound as found:
+            nested = tuple(name for name, _ in layout.columns if name in nested or name == found.name)
     fits, texts = _nested_values(candidates, layout, nested) if nested else (None, {})
-    for span in _parse(candidates, layout, nested):
+    for span in spans:
         if span.table is None:
             for i, arrow_type in enumerate(types):
                 columns[i].append(pa.nulls(span.hi - span.lo, arrow_type))
@@ -489,36 +495,42 @@ def _nested(depth: int) -> str:
 _VALUE = f"(?:{_STRING}|{_SCALAR}|{_nested(_NESTING)})"
 
 
-def _nested_columns(candidates: pa.Array, layout: Layout) -> tuple[str, ...]:
-    """The flatten ``string`` columns a candidate or an earlier batch (``layout.nested``) holds an object or array in.
+def _readable_nested(layout: Layout) -> tuple[str, ...]:
+    """The flatten ``string`` columns an earlier batch found holding an object or array (``layout.nested``).
 
-    Looking costs a regular expression pass or two per column found (half the time of the whole
-    certification on the benchmark's documents), so the columns earlier batches found are not
-    looked for again: they stay read by :func:`_nested_values`, which reads strings as well.
+    None where the expressions cannot read nested values: a format other than flatten, or a column
+    name JSON spells with escapes.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     if layout.fmt != "flatten" or not all(_PLAIN_KEY.fullmatch(name) for name, _ in layout.columns):
         return ()
-    names = [name for name, t in layout.columns if t == "string" and name not in layout.nested]
+    return tuple(name for name, _ in layout.columns if name in layout.nested)
 
-    def holding(keys: list[str], values: pa.Array) -> pa.Array:
-        alternatives = "|".join(re.escape(k) for k in keys)
-        held = pc.match_substring_regex(values, f'"(?:{alternatives})"{_WS}:{_WS}[\\[{{]')
-        return values.filter(held.fill_null(False))
 
-    found: list[str] = list(layout.nested)
-    some = holding(names, candidates) if names else candidates[:0]
-    while len(some):  # one pass per column found: the first such key of each record names one
-        first = pc.extract_regex(some, f'"(?P<k>{"|".join(re.escape(k) for k in names)})"{_WS}:{_WS}[\\[{{]')
-        keys = pc.unique(pc.struct_field(first, [0]).drop_null()).cast(pa.string()).to_pylist()
-        found += [k for k in keys if k not in found]
-        if not keys:  # cannot be (the same expression matched), but never loop on it
-            break
-        names = [k for k in names if k not in found]
-        some = holding(names, some) if names else some[:0]
-    return tuple(name for name, _ in layout.columns if name in found)
+class _NestedFound(Exception):
+    """Arrow's reader met an object or array in ``name``, a flatten ``string`` column not yet read as nested."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+# How Arrow's reader refuses an object or array where its schema says string (pyarrow 26).
+_CHANGED_TO_NESTED = re.compile(r"Column\(/(.+)\) changed from string to (?:object|array) in row \d+$")
+
+
+def _raise_if_nested(error: Exception, layout: Layout, nested: tuple[str, ...]) -> None:
+    """Raise :class:`_NestedFound` when ``error`` is Arrow's reader meeting a nested value in a ``string`` column.
+
+    Such columns are found by the parse itself rather than looked for: a regular expression pass
+    over every batch for keys holding ``{`` or ``[`` took about an eighth of the tasks' CPU on
+    the benchmark's flatten documents (benchmarks/fixes.md, stop 64).
+    """
+    match = _CHANGED_TO_NESTED.search(str(error))
+    if match is None or layout.fmt != "flatten" or not all(_PLAIN_KEY.fullmatch(n) for n, _ in layout.columns):
+        return
+    name = match.group(1)
+    if name not in nested and (name, "string") in layout.columns:
+        raise _NestedFound(name) from error
 
 
 def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]) -> tuple[Any, dict[str, pa.Array]]:
@@ -618,7 +630,9 @@ class Span:
 def _parse(candidates: pa.Array, layout: Layout, nested: tuple[str, ...] = ()) -> list[Span]:
     """Spans covering ``candidates`` in order; a span without a table is left to Spark.
 
-    ``nested``: columns read by :func:`_nested_values`, which the parse skips.
+    ``nested``: columns read by :func:`_nested_values`, which the parse skips. Raises
+    :class:`_NestedFound` when Arrow's reader meets an object or array in another ``string``
+    column: the caller parses again, reading it as nested too.
 
     A failed parse that names its row (JSON syntax errors) splits the span around that row;
     other failures (a value that does not convert, two documents on one line making more rows
@@ -651,11 +665,13 @@ def _parse(candidates: pa.Array, layout: Layout, nested: tuple[str, ...] = ()) -
             block = _JSON_FIRST_BLOCK if failures == 0 else _JSON_BLOCK
             table, ok = reader(data.slice(int(starts[lo]), int(ends[hi - 1] - starts[lo])), block)
         except _PartialParse as partial:  # the blocks before the failing one are read: keep them
+            _raise_if_nested(partial.cause, layout, nested)
             table, ok, match = None, None, _ROW.search(str(partial.cause))
             if match and partial.rows > 0 and partial.rows + int(match.group(1)) < hi - lo:
                 out.append(Span(lo, lo + partial.rows, partial.table, partial.ok))
                 lo, bad_row = lo + partial.rows, int(match.group(1))  # the row counts from its block
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            _raise_if_nested(exc, layout, nested)
             table, ok, match = None, None, _ROW.search(str(exc))
             bad_row = int(match.group(1)) if match else None
         if table is not None and table.num_rows == hi - lo:

@@ -438,6 +438,8 @@ def write_parsed(
         tables.append(pa.table(done.columns))
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
+        if isinstance(parser, Layout):  # the task's next batches read them as nested from the start
+            parser = parser.reading_nested(nested)
         outgoing.add(done)
         if done.left is not None:
             left.append(done.left)
@@ -493,6 +495,7 @@ def rows_parsed(
         certified += done.certified.num_rows
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
+        layout = layout.reading_nested(nested)  # the task's next batches read them as nested from the start
         outgoing.add(done)
         if done.left is not None:
             left.append(done.left)
