@@ -296,7 +296,7 @@ def certify_batch(batch: pa.RecordBatch, layout: Layout) -> pa.RecordBatch:
             spans = _parse(candidates, layout, nested)
             break
         except _NestedFound as found:
-            nested = tuple(name for name, _ in layout.columns if name in nested or name == found.name)
+            nested = layout.reading_nested({*nested, found.name}).nested
     fits, texts = _nested_values(candidates, layout, nested) if nested else (None, {})
     for span in spans:
         if span.table is None:
@@ -495,15 +495,17 @@ def _nested(depth: int) -> str:
 _VALUE = f"(?:{_STRING}|{_SCALAR}|{_nested(_NESTING)})"
 
 
+def _reads_nested(layout: Layout) -> bool:
+    """Whether the expressions can read nested values: flatten, every column name spelled without escapes."""
+    return layout.fmt == "flatten" and all(_PLAIN_KEY.fullmatch(name) for name, _ in layout.columns)
+
+
 def _readable_nested(layout: Layout) -> tuple[str, ...]:
     """The flatten ``string`` columns an earlier batch found holding an object or array (``layout.nested``).
 
-    None where the expressions cannot read nested values: a format other than flatten, or a column
-    name JSON spells with escapes.
+    Empty where the expressions cannot read nested values (:func:`_reads_nested`).
     """
-    if layout.fmt != "flatten" or not all(_PLAIN_KEY.fullmatch(name) for name, _ in layout.columns):
-        return ()
-    return tuple(name for name, _ in layout.columns if name in layout.nested)
+    return tuple(name for name, _ in layout.columns if name in layout.nested) if _reads_nested(layout) else ()
 
 
 class _NestedFound(Exception):
@@ -526,7 +528,7 @@ def _raise_if_nested(error: Exception, layout: Layout, nested: tuple[str, ...]) 
     the benchmark's flatten documents (benchmarks/fixes.md, stop 64).
     """
     match = _CHANGED_TO_NESTED.search(str(error))
-    if match is None or layout.fmt != "flatten" or not all(_PLAIN_KEY.fullmatch(n) for n, _ in layout.columns):
+    if match is None or not _reads_nested(layout):
         return
     name = match.group(1)
     if name not in nested and (name, "string") in layout.columns:
