@@ -5,8 +5,11 @@
   reaped) — plus this Python process's (``time.process_time``). On a shared machine CPU seconds
   move far less with other tenants' load than wall time, so they are reported beside it.
 - Memory: peak RSS of the driver JVM and of this Python process, sampled every 100 ms from
-  ``/proc/<pid>/status``, and the JVM heap's peak (sum of the heap pools' peak usage, reset before
-  each run, ``java.lang.management.MemoryPoolMXBean``).
+  ``/proc/<pid>/status``; the JVM heap's peak (sum of the heap pools' peak usage, reset before
+  each run, ``java.lang.management.MemoryPoolMXBean``); and the peak of the memory held by Spark's
+  Python daemon and workers together, where the Arrow writer's tasks hold their batches: the sum
+  of their proportional set sizes (``/proc/<pid>/smaps_rollup``), so the pages a forked worker
+  shares with its daemon count once.
 - Layout: data files per commit and average file size, from the table's snapshot summaries and
   ``inspect.files()`` read through pyiceberg (not through the Spark session that wrote them).
 """
@@ -34,8 +37,9 @@ def _stat(pid: int | str) -> list[str]:
 
 
 @dataclass
-class TreeCpu:
-    """CPU seconds of a process and every process under it, including those that end meanwhile.
+class ProcessTree:
+    """CPU seconds of a process and every process under it, including those that end meanwhile,
+    and the memory the processes under it hold now (:meth:`memory_mb`).
 
     Spark's Python daemon ignores SIGCHLD, so a worker that ends is reaped by the kernel and its
     CPU time never reaches its parent's ``cutime``: each process is followed by itself, and the
@@ -45,6 +49,7 @@ class TreeCpu:
 
     root: int
     seen: dict[tuple[int, str], float] = field(default_factory=dict)  # (pid, start time) → CPU s
+    under: list[int] = field(default_factory=list)  # the processes under the root at the last scan
 
     def __post_init__(self) -> None:
         self.base = self.scan()
@@ -58,7 +63,7 @@ class TreeCpu:
                     children.setdefault(int(_stat(entry.name)[1]), []).append(int(entry.name))
                 except OSError:  # gone meanwhile
                     continue
-        todo = [self.root]
+        todo, under = [self.root], []
         while todo:
             pid = todo.pop()
             try:
@@ -66,8 +71,21 @@ class TreeCpu:
             except OSError:
                 continue
             self.seen[(pid, fields[19])] = (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime
+            if pid != self.root:
+                under.append(pid)
             todo += children.get(pid, [])
+        self.under = under
         return sum(self.seen.values())
+
+    def memory_mb(self) -> float:
+        """Memory held now by the processes under the root seen at the last :meth:`scan` (PSS, summed)."""
+        total = 0.0
+        for pid in self.under:
+            try:
+                total += pss_mb(pid)
+            except OSError:  # ended since the scan
+                continue
+        return total
 
     def spent(self) -> float:
         """CPU seconds since this object was made."""
@@ -78,6 +96,15 @@ def rss_mb(pid: int | str) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pss_mb(pid: int | str) -> float:
+    """Proportional set size: each page shared between processes counted once across them."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -97,6 +124,8 @@ class Usage:
     jvm_peak_rss_mb: float = 0.0
     jvm_peak_heap_mb: float = 0.0
     python_peak_rss_mb: float = 0.0
+    python_workers_peak_mb: float = 0.0
+    python_workers_start_mb: float = 0.0  # what earlier runs' idle workers held when this one began
     samples: int = 0
 
     @property
@@ -112,6 +141,8 @@ class Usage:
             "jvm_peak_rss_mb": round(self.jvm_peak_rss_mb, 1),
             "jvm_peak_heap_mb": round(self.jvm_peak_heap_mb, 1),
             "python_peak_rss_mb": round(self.python_peak_rss_mb, 1),
+            "python_workers_peak_mb": round(self.python_workers_peak_mb, 1),
+            "python_workers_start_mb": round(self.python_workers_start_mb, 1),
         }
 
 
@@ -130,7 +161,8 @@ class Meter:
         self._pools = _heap_pools(self.spark)
         for pool in self._pools:
             pool.resetPeakUsage()
-        self._tree = TreeCpu(self._pid)
+        self._tree = ProcessTree(self._pid)
+        self.usage.python_workers_start_mb = self._tree.memory_mb()
         self._py0 = time.process_time()
         self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -150,6 +182,7 @@ class Meter:
         u = self.usage
         u.jvm_peak_rss_mb = max(u.jvm_peak_rss_mb, rss_mb(self._pid))
         u.python_peak_rss_mb = max(u.python_peak_rss_mb, rss_mb("self"))
+        u.python_workers_peak_mb = max(u.python_workers_peak_mb, self._tree.memory_mb())
         u.samples += 1
 
     def __exit__(self, *exc: object) -> None:

@@ -140,7 +140,9 @@ METHOD = [
     "process tree, reaped children included) + driver Python (`time.process_time`).",
     "- **Memory**: peak RSS of the driver JVM and Python sampled every 100 ms from `/proc/<pid>/status`; "
     "JVM heap peak = sum of the heap pools' peak usage (`MemoryPoolMXBean`, reset before each run). "
-    "Peak RSS of the JVM only grows over the session, so compare heap peaks between runs.",
+    "Peak RSS of the JVM only grows over the session, so compare heap peaks between runs. Python workers: "
+    "the peak of the proportional set sizes of Spark's Python daemon and workers summed (`/proc/<pid>/smaps_rollup`, "
+    "the processes under the JVM), and what they held when the run began.",
     "- **Layout**: files per commit = mean `added-data-files` of the commits that added rows, average file "
     "size from `inspect.files()` (pyiceberg, an independent reader).",
     "- **Profile**: `benchmarks/stages.py` wraps the stages of `kafka_iceberg.run.batch` (decode, expectations, "

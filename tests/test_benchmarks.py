@@ -116,7 +116,7 @@ def test_table_specs_validate():
 def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     def attempt(wall, cpu, **extra):
         return {"wall_seconds": wall, "cpu_seconds": cpu, "jvm_peak_rss_mb": 900.0, "jvm_peak_heap_mb": 400.0,
-                **extra}  # fmt: skip
+                "python_workers_peak_mb": 0.0, "python_workers_start_mb": 0.0, **extra}  # fmt: skip
 
     profile = {
         "batches": 2,
@@ -134,7 +134,10 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
             good_mb = entry["megabytes"] * 0.99
             entry["baseline_c"] = [attempt(1.5, 2.0, records=gen.good_records, megabytes=good_mb)]
             entry["baseline_d"] = [attempt(1.0, 1.5, records=gen.good_records, megabytes=good_mb)]
-            entry["framework_spark_writer"] = [attempt(5.0, 8.0)]  # auto took the Arrow writer for flatten
+            entry["framework_spark_writer"] = [attempt(5.0, 8.0, jvm_peak_heap_mb=900.0, python_workers_peak_mb=100.0)]
+            # auto took the Arrow writer for flatten; memory is the largest attempt's, not the fastest one's
+            entry["framework"][0] |= {"jvm_peak_heap_mb": 300.0, "python_workers_peak_mb": 600.0,
+                                      "python_workers_start_mb": 450.0}  # fmt: skip
             entry["framework_broker"] = [attempt(4.0, 8.0)]  # the same messages through Spark's Kafka source
             entry["baseline_a_broker"] = [attempt(2.5, 2.0)]
         elif "framework_spark_decoder" in entry:  # json: auto took the Arrow decoder; Spark's measured beside it
@@ -191,6 +194,10 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     assert "| flatten_small | " in text.split("## Clean topics")[1].split("## From the broker")[0]
     assert "| flatten_small | 50 | 0.62 | 0.25 | 0.67 | 0.75 | 0.80 |" in text.split("## From the broker")[1]
     assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text
+    # heap (a), Spark's writer, Arrow's (both attempts: 300 and 400); their Python workers' peak (growth in the
+    # run: 600 - 450 in one attempt, 0 in the other); Arrow ÷ Spark (400 + 600) ÷ (900 + 100)
+    memory = text.split("## Memory")[1]
+    assert "| flatten_small | 400 | 900 | 400 | 0 (+0) | 100 (+100) | 600 (+150) | 1.00 |" in memory
     assert "(above 15 %)" in text and "Published anchors" in text
     assert paths[2].read_bytes()[:4] == b"\x89PNG"
 
@@ -212,7 +219,7 @@ def test_cpu_counts_the_processes_under_the_measured_one_even_once_they_ended():
     try:
         assert root.stdin is not None and root.stdout is not None
         assert root.stdout.readline().strip() == "ready"
-        tree = measure.TreeCpu(root.pid)
+        tree = measure.ProcessTree(root.pid)
         root.stdin.write("go\n")
         root.stdin.flush()
         assert root.stdout.readline().strip() == "done"
@@ -221,6 +228,36 @@ def test_cpu_counts_the_processes_under_the_measured_one_even_once_they_ended():
         assert len(tree.seen) == 2 and tree.spent() >= 0.5
     finally:
         root.kill()
+        root.wait()
+
+
+def test_the_python_workers_memory_counts_what_a_forked_worker_shares_with_its_daemon_once():
+    """Spark's Python daemon forks its workers: their sum of RSS would count the daemon's pages once
+    per worker, where the machine holds them once (the Arrow writer's batches are in the workers)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    mb = 1 << 20
+    worker = f"own = b'w' * (60 * {mb})\nprint('ready', flush=True)\ntime.sleep(60)"
+    daemon = (
+        f"import os, time\nshared = b'd' * (120 * {mb})\n"
+        f"if os.fork() == 0:\n" + "".join(f"    {line}\n" for line in worker.splitlines()) + "time.sleep(60)"
+    )
+    root = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {daemon!r}])\ntime.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert root.stdout is not None and root.stdout.readline().strip() == "ready"
+        tree = measure.ProcessTree(root.pid)
+        rss = sum(measure.rss_mb(pid) for pid in tree.under)
+        assert len(tree.under) == 2  # the daemon and its worker; the root's own memory is not theirs
+        assert rss > 300  # the daemon's 120 MB counted in both
+        assert 170 <= tree.memory_mb() < 240  # 120 + 60 MB, and two small interpreters
+    finally:
+        os.killpg(root.pid, signal.SIGKILL)
         root.wait()
 
 
