@@ -92,21 +92,22 @@ class ProcessTree:
         return self.scan() - self.base
 
 
-def rss_mb(pid: int | str) -> float:
-    with open(f"/proc/{pid}/status") as f:
+def _proc_mb(path: str, key: str) -> float:
+    """The ``key:`` line of a ``/proc`` file giving kB, in MB (0 when the file has no such line)."""
+    with open(path) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_mb(pid: int | str) -> float:
+    return _proc_mb(f"/proc/{pid}/status", "VmRSS:")
 
 
 def pss_mb(pid: int | str) -> float:
     """Proportional set size: each page shared between processes counted once across them."""
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return _proc_mb(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 def _heap_pools(spark: Any) -> list[Any]:

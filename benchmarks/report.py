@@ -173,9 +173,19 @@ def _auto_arrow(results: dict[str, Any]) -> str:
     return ", ".join(results["meta"].get("auto_arrow_decoder", ["json"]))
 
 
+def _writer_runs(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs measured with both writers (append datasets, and overwrite where measured)."""
+    return [r for r in results["runs"] if "framework_arrow_writer" in r["summary"]]
+
+
+def _writer_label(run: dict[str, Any]) -> str:
+    """A writer table's row name: the dataset, and its commit mode unless append."""
+    return run["dataset"] if run["mode"] == "append" else f"{run['dataset']} ({run['mode']})"
+
+
 def memory_lines(results: dict[str, Any]) -> list[str]:
     """Peak memory of (a) and of each writer: the JVM's heap and Spark's Python workers."""
-    runs = [r for r in results["runs"] if "framework_arrow_writer" in r["summary"]]
+    runs = _writer_runs(results)
     if not runs:
         return []
     lines = [
@@ -206,16 +216,13 @@ def memory_lines(results: dict[str, Any]) -> list[str]:
             f"{x.get('max_python_workers_mb', NAN):.0f} (+{x.get('max_python_workers_growth_mb', NAN):.0f})"
             for x in (a, sw, aw)
         ]
-        lines.append(
-            f"| {run['dataset']}{'' if run['mode'] == 'append' else ' (' + run['mode'] + ')'} "
-            f"| {' | '.join(cells)} | {arrow_total / spark_total:.2f} |"
-        )
+        lines.append(f"| {_writer_label(run)} | {' | '.join(cells)} | {arrow_total / spark_total:.2f} |")
     return [*lines, ""]
 
 
 def writer_lines(results: dict[str, Any]) -> list[str]:
     """The two writers side by side (append datasets, and overwrite where measured)."""
-    runs = [r for r in results["runs"] if "framework_arrow_writer" in r["summary"]]
+    runs = _writer_runs(results)
     if not runs:
         return []
     lines = [
@@ -239,7 +246,7 @@ def writer_lines(results: dict[str, Any]) -> list[str]:
         r = s["ratios"]
         files = run.get("layout", {}).get("framework_arrow_writer", {}).get("files_per_commit", float("nan"))
         lines.append(
-            f"| {run['dataset']}{'' if run['mode'] == 'append' else ' (' + run['mode'] + ')'} "
+            f"| {_writer_label(run)} "
             f"| {r['spark_writer_vs_a_wall']:.2f} | {r['arrow_writer_vs_a_wall']:.2f} "
             f"| {r['arrow_writer_vs_a_cpu']:.2f} | {r['arrow_vs_spark_writer_wall']:.2f} "
             f"| {r['arrow_vs_spark_writer_cpu']:.2f} | {files:.1f} |"
