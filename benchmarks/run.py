@@ -142,7 +142,9 @@ METHOD = [
     "JVM heap peak = sum of the heap pools' peak usage (`MemoryPoolMXBean`, reset before each run). "
     "Peak RSS of the JVM only grows over the session, so compare heap peaks between runs. Python workers: "
     "the peak of the proportional set sizes of Spark's Python daemon and workers summed (`/proc/<pid>/smaps_rollup`, "
-    "the processes under the JVM), and what they held when the run began.",
+    "the processes under the JVM), and what they held when the run began; read at each scan of the process tree "
+    "(every 0.5 s) and at each 100 ms sample whose summed RSS is the highest yet, since reading it costs 1-1.5 ms "
+    "a process in the measuring Python.",
     "- **Layout**: files per commit = mean `added-data-files` of the commits that added rows, average file "
     "size from `inspect.files()` (pyiceberg, an independent reader).",
     "- **Profile**: `benchmarks/stages.py` wraps the stages of `kafka_iceberg.run.batch` (decode, expectations, "

@@ -3,7 +3,9 @@ here on a tiny input, in seconds, without Spark or the local stack."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import random
 import time
 
@@ -259,6 +261,33 @@ def test_the_python_workers_memory_counts_what_a_forked_worker_shares_with_its_d
     finally:
         os.killpg(root.pid, signal.SIGKILL)
         root.wait()
+
+
+def test_the_workers_pss_is_read_at_each_tree_scan_and_while_their_memory_grows():
+    """Reading PSS costs 1-1.5 ms a process, paid in the measured Python's CPU: a 100 ms tick reads it
+    only when the workers' summed RSS is the highest yet; the scans every 0.5 s read it regardless."""
+
+    @dataclasses.dataclass
+    class Tree:
+        rss: list[float]
+        pss: list[float]
+        pss_reads: int = 0
+
+        def rss_mb(self) -> float:
+            return self.rss.pop(0)
+
+        def memory_mb(self) -> float:
+            self.pss_reads += 1
+            return self.pss.pop(0)
+
+    meter = measure.Meter(spark=None)
+    meter._pid = os.getpid()
+    # Ticks: growing (read), growing (read), shrinking (skipped), a scan (read), flat (skipped).
+    meter._tree = tree = Tree(rss=[100, 150, 120, 120, 130], pss=[60, 90, 95])  # type: ignore[assignment]
+    for scanned in (False, False, False, True, False):
+        meter._take(workers_pss=scanned)
+    assert tree.pss_reads == 3 and not tree.pss
+    assert meter.usage.python_workers_peak_mb == 95 and meter.usage.samples == 5
 
 
 def test_the_warm_up_gives_every_core_records_to_decode_and_write(spark, tmp_path):

@@ -95,3 +95,48 @@ def test_group_offsets_are_committed_for_lag_tools(spark, stack, tmp_path, topic
     request = ConsumerGroupTopicPartitions(r.group_id, [TopicPartition(topics[0], 0), TopicPartition(topics[0], 1)])
     result = admin.list_consumer_group_offsets([request])[r.group_id].result(timeout=10)
     assert sorted((tp.partition, tp.offset) for tp in result.topic_partitions) == [(0, 25), (1, 25)]
+
+
+class CountingConsumer:
+    """The reader's consumer, counting the watermark queries that go to the broker."""
+
+    def __init__(self, consumer):
+        self.consumer, self.queries = consumer, 0
+
+    def get_watermark_offsets(self, partition, *args, cached=False, **kwargs):
+        self.queries += not cached
+        return self.consumer.get_watermark_offsets(partition, *args, cached=cached, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.consumer, name)
+
+
+def test_lag_comes_from_the_fetches_without_asking_the_broker(spark, stack, tmp_path, topics):
+    # Asked of the broker, each partition's high watermark waited behind the consumer's own fetch
+    # (up to fetch.wait.max.ms, 500 ms): 4 s a batch on the chaos test's 8 partitions.
+    r = reader(spark, stack, tmp_path, topics=topics, max_records_per_batch=30)
+    r.open(resume=None, drain=True)
+    r._consumer = counting = CountingConsumer(r._consumer)
+    lags, read = [], 0
+    while not r.drained():
+        batch = r.next_batch()
+        assert batch is not None
+        read += batch.records
+        lags.append((r.lag(), 100 - read))
+    r.close()
+    assert len(lags) >= 4 and all(lag == left for lag, left in lags), lags
+    assert counting.queries == 0
+
+
+def test_a_drain_fixed_at_open_ends_where_the_topics_ended_then(spark, stack, tmp_path, topics):
+    r = reader(spark, stack, tmp_path, topics=topics[:1])
+    r.open(resume=None, drain=True)
+    produce(stack.kafka_bootstrap, topics[0], [("late", "v")], partition=0)  # the next run's
+    rows = []
+    while not r.drained():
+        batch = r.next_batch()
+        assert batch is not None
+        rows += batch.frame.collect()
+    assert sorted((x.partition, x.offset) for x in rows) == [(p, o) for p in (0, 1) for o in range(25)]
+    assert r.offsets() == {topics[0]: {0: 25, 1: 25}}
+    r.close()

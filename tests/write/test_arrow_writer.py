@@ -25,17 +25,18 @@ WRITERS = ("spark", "arrow")
 
 
 def orders(n: int) -> list[tuple[str, str]]:
-    """Typed, partly null, partly bad records spread over hours and ids."""
+    """Typed, partly null, partly bad records spread over ids and, ten seconds apart, a few hours
+    across midnight, so that files hold several records and their bounds are ranges."""
     rng = random.Random(7)
-    start = dt.datetime(2026, 1, 5, 8, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 5, 22, 30, tzinfo=dt.timezone.utc)
     out = []
     for i in range(n):
         doc: dict[str, Any] = {
             "id": i,
             "amount": round(rng.uniform(-5, 500), 2),
             "city": rng.choice(["Berlin", "Paris", None, "Hangzhou", "São Paulo"]),
-            "at": (start + dt.timedelta(minutes=17 * i)).isoformat(),
-            "due": (start + dt.timedelta(minutes=17 * i, days=2)).isoformat(),  # its day: a function of `at`
+            "at": (start + dt.timedelta(seconds=10 * i)).isoformat(),
+            "due": (start + dt.timedelta(seconds=10 * i, days=2)).isoformat(),  # its day: a function of `at`
             "price": f"{rng.randint(0, 99999) / 100:.2f}",
             "vip": rng.random() < 0.3,
         }
@@ -119,6 +120,10 @@ def test_both_writers_leave_the_same_table(tmp_path, lake, stack):
         json.dumps(f["partition"], sort_keys=True, default=str) for f in spark_files
     }
     field_ids = {f.field_id for f in arrow_t.schema().fields}
+    # What the records were spread for: hours and days across midnight, files of many records.
+    partitions = [f["partition"] for f in arrow_files]
+    assert len({p["at_hour"] for p in partitions}) >= 3 and len({p["due_day"] for p in partitions}) == 2
+    assert max(f["record_count"] for f in arrow_files) > 1
     for f in arrow_files:
         assert set(f["value_counts"]) == field_ids, f["file_path"]
         # Each file's own metrics (its footer, read beside the batch's other files'): every value counted once.

@@ -33,11 +33,11 @@ class DirectTable:
     reader: DirectReader
     next_batch_id: int = 0
 
-    def open(self) -> None:
-        """Resume from the table's last commit."""
+    def open(self, *, drain: bool = False) -> None:
+        """Resume from the table's last commit (``drain``: and fix the run's end, ``available_now``)."""
         last = self.processor.resume(STREAM)
         self.next_batch_id = (last.batch_id + 1) if last else 0
-        self.reader.open(resume=last.offsets if last else None)
+        self.reader.open(resume=last.offsets if last else None, drain=drain)
         log.info(
             "%s: resuming at batch %d from %s",
             self.processor.spec.identifier,
@@ -69,9 +69,8 @@ class DirectTable:
 def run_available_now(table: DirectTable, stop: threading.Event) -> list[BatchReport]:
     """Process everything present when the run started, then return."""
     reports = []
-    table.open()
+    table.open(drain=True)
     try:
-        table.reader.drain_targets()
         while not stop.is_set() and not table.reader.drained():
             report = table.step(timeout=5.0)
             if report is None:
