@@ -71,9 +71,12 @@ class TopicRecord:
 
 
 def read_topic(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[TopicRecord]:
-    """Every record of ``topic`` up to the high watermarks, sorted by partition and offset.
+    """Every committed record of ``topic`` up to the high watermarks, sorted by partition and offset.
 
-    A fresh consumer group reads them, independent of any group of the code under test.
+    A fresh consumer group reads them, independent of any group of the code under test. Error
+    topics are written in transactions: their last offset is a transaction marker, which no consumer
+    receives, so a partition is read when the consumer's *position* reaches its high watermark (a
+    record at the last offset never comes: waiting for one took the whole ``timeout``).
     """
     from confluent_kafka import Consumer, TopicPartition
 
@@ -82,32 +85,34 @@ def read_topic(bootstrap: str, topic: str, *, timeout: float = 15.0) -> list[Top
             "bootstrap.servers": bootstrap,
             "group.id": f"kafka-iceberg-readback-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
+            "isolation.level": "read_committed",
         }
     )
     try:
+        deadline = time.monotonic() + timeout
         meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        # A topic created a moment ago may not have its leader yet (a loaded machine): ask again.
+        while meta is not None and meta.error is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
             return []
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in sorted(meta.partitions)
-        }
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        out: list[TopicRecord] = []
         remaining = {p for p, end in ends.items() if end > 0}
-        deadline = time.monotonic() + timeout
+        out: list[TopicRecord] = []
         while remaining and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            offset = int(msg.offset() or 0)
-            out.append(
-                TopicRecord(
-                    str(msg.topic()), int(msg.partition() or 0), offset, msg.key(), msg.value(),
-                    _headers(msg), int(msg.timestamp()[1]),
-                )
-            )  # fmt: skip
-            if offset + 1 >= ends[int(msg.partition() or 0)]:
-                remaining.discard(int(msg.partition() or 0))
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is None:
+                    out.append(
+                        TopicRecord(
+                            str(msg.topic()), int(msg.partition() or 0), int(msg.offset() or 0), msg.key(),
+                            msg.value(), _headers(msg), int(msg.timestamp()[1]),
+                        )
+                    )  # fmt: skip
+            for tp in consumer.position([TopicPartition(topic, p) for p in remaining]):
+                if tp.offset >= ends[tp.partition]:
+                    remaining.discard(tp.partition)
         return sorted(out, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()
