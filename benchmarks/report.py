@@ -193,10 +193,10 @@ def memory_lines(results: dict[str, Any]) -> list[str]:
         "",
         "Peaks of each measurement (the largest of its attempts): the driver JVM's heap (the heap pools' "
         "peaks summed, reset before each run) and the memory of Spark's Python daemon and workers together, "
-        "where the Arrow writer's tasks hold their batches (proportional set size summed, sampled every "
-        "100 ms: a forked worker's pages shared with the daemon count once). Idle workers of earlier runs "
-        "in the session count while they live (Spark stops a worker idle for a minute), so (a), which runs no "
-        "Python, shows what is there before a run starts; in brackets, the most a run added to what was "
+        "where the Arrow writer's tasks hold their batches (proportional set size summed, sampled through the "
+        "run as the method says: a forked worker's pages shared with the daemon count once). Idle workers of "
+        "earlier runs in the session count while they live (Spark stops a worker idle for a minute), so (a), "
+        "which runs no Python, shows what is there before a run starts; in brackets, the most a run added to what was "
         "there when it began. Issue 20 asks the Arrow writer to hold no more "
         "than the path it replaces, Spark's writer, measured beside it: *Arrow ÷ Spark* ≤ 1 means it holds "
         "less, JVM heap and workers together.",

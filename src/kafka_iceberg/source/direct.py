@@ -102,7 +102,6 @@ class DirectReader:
     _consumer: Any = field(default=None, repr=False)
     _positions: dict[tuple[str, int], int] = field(default_factory=dict)
     _targets: dict[tuple[str, int], int] | None = None
-    _assigned_highs: dict[tuple[str, int], int] = field(default_factory=dict)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self, resume: Mapping[str, Mapping[int, int]] | None, *, drain: bool = False) -> None:
@@ -126,9 +125,9 @@ class DirectReader:
             }
         )
         self.staging_dir.mkdir(parents=True, exist_ok=True)
-        self._assign(resume or {})
+        highs = self._assign(resume or {})
         if drain:
-            self._targets = {tp: self._assigned_highs[tp] for tp in self._positions}
+            self._targets = highs
 
     def close(self) -> None:
         """Close the consumer (does not commit anything)."""
@@ -154,19 +153,22 @@ class DirectReader:
             return int(offsets.get(topic, {}).get(str(partition), _OFFSET_BEGINNING))
         return _OFFSET_BEGINNING
 
-    def _assign(self, resume: Mapping[str, Mapping[int, int]]) -> None:
-        # The watermarks are read before the partitions are assigned: once the consumer fetches, a
-        # query waits behind its fetch, which the broker holds up to fetch.wait.max.ms (500 ms).
+    def _assign(self, resume: Mapping[str, Mapping[int, int]]) -> dict[tuple[str, int], int]:
+        """Assign the partitions not assigned yet; returns their high watermarks.
+
+        They are read before the assignment: once the consumer fetches, a query waits behind its
+        fetch, which the broker holds up to fetch.wait.max.ms (500 ms).
+        """
         from confluent_kafka import TopicPartition
 
-        assignment = []
+        assignment, highs = [], {}
         for topic, partition in self._partitions():
             if (topic, partition) in self._positions:
                 continue
             start = resume.get(topic, {}).get(partition)
             position = int(start) if start is not None else self._start(topic, partition)
             low, high = self._watermarks(topic, partition)
-            self._assigned_highs[(topic, partition)] = high
+            highs[(topic, partition)] = high
             if position == _OFFSET_BEGINNING:
                 position = low
             elif position == _OFFSET_END:
@@ -175,6 +177,7 @@ class DirectReader:
             assignment.append(TopicPartition(topic, partition, position))
         if assignment:
             self._consumer.incremental_assign(assignment)
+        return highs
 
     def refresh(self) -> None:
         """Pick up topics and partitions created since :meth:`open` (pattern subscriptions)."""
