@@ -2,9 +2,10 @@
 
 A flatten table (the 20-column schema, ``processing_time: "1 second"``) runs in a thread through
 :func:`kafka_iceberg.run.run` with the ``local`` environment (Spark's Kafka source on the
-local Apache Kafka broker). A producer sends timestamped records at a steady rate. Afterwards
-every record's Kafka timestamp (CreateTime, taken by the producer client at ``produce()``) is
-matched with the first snapshot whose commit marker covers its offset:
+local Apache Kafka broker; ``reader="direct"``: the direct reader). A producer sends timestamped
+records at a steady rate. Afterwards every record's Kafka timestamp (CreateTime, taken by the
+producer client at ``produce()``) is matched with the first snapshot whose commit marker covers
+its offset:
 
 - ``visible`` = when the runner's observer saw the batch report, i.e. right after the commit
   returned: from then on any reader loading the table sees the record (primary figure);
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -74,8 +76,12 @@ def measure_latency(
     interval: str = "1 second",
     bad_share: float = BAD_SHARE,
     decoder: str = "auto",
+    reader: str = "spark",
 ) -> dict[str, Any]:
-    """Run the measurement; returns percentiles and how they were taken."""
+    """Run the measurement; returns percentiles and how they were taken.
+
+    ``reader``: the local environment's ``kafka.reader``, ``spark`` (as on Databricks) or ``direct``.
+    """
     import shutil
 
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -94,6 +100,11 @@ def measure_latency(
     project = work / f"project_{name}"
     shutil.rmtree(project, ignore_errors=True)
     shutil.copytree(REPO / "environments", project / "environments")
+    env_name = "local" if reader == "spark" else reader  # found in the project's copy, whatever the cwd
+    local = (project / "environments" / "local.yml").read_text()
+    (project / "environments" / f"{env_name}.yml").write_text(
+        re.sub(r"(?m)^  reader: .*$", f"  reader: {reader}", local)
+    )
     (project / "pipelines").mkdir()
     spec = {
         "name": name,
@@ -108,7 +119,8 @@ def measure_latency(
 
     path = project / "pipelines" / "p.yml"
     path.write_text(yaml.safe_dump({"pipeline": f"p_{name}", "catalog": "lake", "tables": [spec]}))
-    prepared = prepare(path, env_name="local")
+    prepared = prepare(path, env_name=env_name)
+    assert prepared.env.kafka.reader == reader, f"{env_name}: reader {prepared.env.kafka.reader}, not {reader}"
     spark = open_session(prepared)
     seen = Seen()
     observers = Observers(Metrics(), Progress(enabled=False))
@@ -172,6 +184,7 @@ def measure_latency(
         "trigger": interval,
         "bad_share": bad_share,
         "decoder": decoder,
+        "reader": reader,
         "rate_records_per_s": rate,
         "produce_seconds": seconds,
         "records_measured": len(visible),

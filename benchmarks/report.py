@@ -429,16 +429,25 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             "## Freshness: produce-to-visible latency",
             "",
-            f'Trigger `processing_time: "{lat["trigger"]}"`, {lat["rate_records_per_s"]:.0f} flatten records/s '
+            f'Spark\'s Kafka source (`kafka.reader: spark`), trigger `processing_time: "{lat["trigger"]}"`, '
+            f"{lat['rate_records_per_s']:.0f} flatten records/s "
             f"({lat.get('bad_share', BAD_SHARE):.1%} bad, `decoder: {lat.get('decoder', 'auto')}`) for "
             f"{lat['produce_seconds']:.0f} s ({lat['records_measured']} records in {lat['batches']} batches, "
             f"{lat['avg_batch_records']:.0f} records and {lat['avg_batch_seconds']:.2f} s per batch): "
             f"**p50 {lat['visible_p50_s']:.2f} s, p95 {lat['visible_p95_s']:.2f} s** "
             f"(max {lat['visible_max_s']:.2f} s; by snapshot timestamp p50 {lat['snapshot_p50_s']:.2f} s, "
             f"p95 {lat['snapshot_p95_s']:.2f} s).",
-            "",
-            f"Method: {lat['method']}.",
         ]
+        if lat.get("direct_reader"):
+            d = lat["direct_reader"]
+            lines += [
+                "",
+                f"The same stream read by the direct reader (`kafka.reader: direct`, local and single-node runs): "
+                f"{d['records_measured']} records in {d['batches']} batches, {d['avg_batch_records']:.0f} records "
+                f"and {d['avg_batch_seconds']:.2f} s per batch: **p50 {d['visible_p50_s']:.2f} s, p95 "
+                f"{d['visible_p95_s']:.2f} s** (max {d['visible_max_s']:.2f} s).",
+            ]
+        lines += ["", f"Method: {lat['method']}."]
         if lat.get("profile"):
             lines += ["", "Where a latency-run batch spends its time (exclusive seconds per batch):", ""]
             lines += _profile_lines(lat["profile"])

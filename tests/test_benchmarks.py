@@ -152,6 +152,8 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
         "method": "m", "trigger": "1 second", "rate_records_per_s": 10, "produce_seconds": 1, "records_measured": 10,
         "batches": 2, "avg_batch_records": 5, "avg_batch_seconds": 1.0, "visible_p50_s": 1.0, "visible_p95_s": 2.0,
         "visible_max_s": 2.5, "snapshot_p50_s": 0.9, "snapshot_p95_s": 1.9, "profile": profile,
+        "direct_reader": {"records_measured": 10, "batches": 4, "avg_batch_records": 2.5, "avg_batch_seconds": 0.5,
+                          "visible_p50_s": 0.7, "visible_p95_s": 1.1, "visible_max_s": 1.2},
     }  # fmt: skip
     results = run.build_results(
         config={"small": TINY, "repeat": 2, "budget_minutes": 50.0},
@@ -196,6 +198,9 @@ def test_report_writes_json_markdown_and_chart(generated, tmp_path):
     assert "| flatten_small | " in text.split("## Clean topics")[1].split("## From the broker")[0]
     assert "| flatten_small | 50 | 0.62 | 0.25 | 0.67 | 0.75 | 0.80 |" in text.split("## From the broker")[1]
     assert "| flatten_small | append |" in text and "p50 1.00 s, p95 2.00 s" in text
+    freshness = text.split("## Freshness")[1]
+    assert "Spark's Kafka source (`kafka.reader: spark`)" in freshness
+    assert "direct reader (`kafka.reader: direct`" in freshness and "**p50 0.70 s, p95 1.10 s**" in freshness
     # heap (a), Spark's writer, Arrow's (both attempts: 300 and 400); their Python workers' peak (growth in the
     # run: 600 - 450 in one attempt, 0 in the other); Arrow ÷ Spark (400 + 600) ÷ (900 + 100)
     memory = text.split("## Memory")[1]

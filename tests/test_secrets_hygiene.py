@@ -182,11 +182,14 @@ def test_no_committed_file_holds_an_aws_key_or_private_key():
 def test_resolved_credentials_stay_out_of_the_settings_reprs():
     # pytest and logging show a frame's locals by repr(): a resolved credential must not be in it.
     from kafka_iceberg.catalogs import RestAuth, S3Storage
+    from kafka_iceberg.checks.error_topic import ErrorTopicPublisher
     from kafka_iceberg.decode.registry import RegistryClient
     from kafka_iceberg.environment import KafkaSettings
-    from kafka_iceberg.spec.model import RegistryAuth
+    from kafka_iceberg.source.direct import DirectReader
+    from kafka_iceberg.spec.model import RegistryAuth, SourceSpec
 
     secret = "s3cr3t-value-4711"
+    kafka = {"bootstrap.servers": "b:9092", "sasl.username": "u", "sasl.password": secret}
     shown = [
         KafkaSettings(
             bootstrap_servers="b:9092",
@@ -202,5 +205,8 @@ def test_resolved_credentials_stay_out_of_the_settings_reprs():
         RestAuth(type="bearer", token=secret),
         RestAuth(type="oauth2", client_id="c", client_secret=secret),
         RestAuth(type="sigv4", signing_region="us-east-1", access_key_id="AK", secret_access_key=secret),
+        # the Kafka clients' resolved settings, held by the direct reader and the error-topic publisher
+        DirectReader(None, SourceSpec(topics=["t"]), kafka, kafka, "g", Path("staging")),
+        ErrorTopicPublisher(topic="t", producer_config=kafka, consumer_config=kafka, pipeline="p", table="n.t"),
     ]
     assert all(secret not in repr(obj) for obj in shown), [repr(obj) for obj in shown if secret in repr(obj)]

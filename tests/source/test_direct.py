@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_iceberg.records import KAFKA_SCHEMA_DDL
@@ -21,6 +21,7 @@ def reader(spark, stack, tmp_path, **source):
         spark=spark,
         source=SourceSpec(**source),
         config={"bootstrap.servers": stack.kafka_bootstrap},
+        admin_config={"bootstrap.servers": stack.kafka_bootstrap},
         group_id=f"g-{uuid.uuid4().hex[:6]}",
         staging_dir=tmp_path / "staging",
     )
@@ -98,14 +99,23 @@ def test_group_offsets_are_committed_for_lag_tools(spark, stack, tmp_path, topic
 
 
 class CountingConsumer:
-    """The reader's consumer, counting the watermark queries that go to the broker."""
+    """The reader's consumer, counting the watermark and metadata queries it sends and the records each poll gave."""
 
     def __init__(self, consumer):
-        self.consumer, self.queries = consumer, 0
+        self.consumer, self.queries, self.metadata, self.polls = consumer, 0, 0, []
 
     def get_watermark_offsets(self, partition, *args, cached=False, **kwargs):
         self.queries += not cached
         return self.consumer.get_watermark_offsets(partition, *args, cached=cached, **kwargs)
+
+    def list_topics(self, *args, **kwargs):
+        self.metadata += 1
+        return self.consumer.list_topics(*args, **kwargs)
+
+    def consume(self, *args, **kwargs):
+        chunk = self.consumer.consume(*args, **kwargs)
+        self.polls.append(len(chunk))
+        return chunk
 
     def __getattr__(self, name):
         return getattr(self.consumer, name)
@@ -140,3 +150,62 @@ def test_a_drain_fixed_at_open_ends_where_the_topics_ended_then(spark, stack, tm
     assert sorted((x.partition, x.offset) for x in rows) == [(p, o) for p in (0, 1) for o in range(25)]
     assert r.offsets() == {topics[0]: {0: 25, 1: 25}}
     r.close()
+
+
+def test_a_pattern_picks_up_a_topic_created_after_open_through_the_admin_connection(spark, stack, tmp_path, topics):
+    # On the consumer's connection a metadata request waited behind its fetch (0.4-0.5 s a refresh,
+    # each processing_time tick, per table): the metadata now comes from an admin connection.
+    prefix = f"direct_new_{uuid.uuid4().hex[:6]}"
+    create_topic(stack.kafka_bootstrap, f"{prefix}_x", partitions=1)
+    produce(stack.kafka_bootstrap, f"{prefix}_x", [("k", "first")], partition=0)
+    r = reader(spark, stack, tmp_path, topic_pattern=f"{prefix}_.*")
+    r.open(resume=None)
+    r._consumer = counting = CountingConsumer(r._consumer)
+    assert [row.value for row in r.next_batch().frame.collect()] == [b"first"]
+    create_topic(stack.kafka_bootstrap, f"{prefix}_y", partitions=2)
+    produce(stack.kafka_bootstrap, f"{prefix}_y", [("k", "late")], partition=1)
+    r.refresh()
+    batch = r.next_batch(timeout=30)
+    r.close()
+    assert batch is not None
+    assert [(x.topic, x.partition, x.offset, x.value) for x in batch.frame.collect()] == [
+        (f"{prefix}_y", 1, 0, b"late")
+    ]
+    assert batch.offsets == {f"{prefix}_x": {0: 1}, f"{prefix}_y": {0: 0, 1: 1}}
+    assert counting.metadata == 0
+
+
+def test_a_batch_ends_once_the_reader_caught_up_with_the_broker(spark, stack, tmp_path, topics):
+    r = reader(spark, stack, tmp_path, topics=topics, max_records_per_batch=1000)
+    r.open(resume=None)
+    r._consumer = counting = CountingConsumer(r._consumer)
+    assert not r.caught_up()  # 100 records wait, nothing fetched yet
+    batch = r.next_batch(timeout=60)
+    assert batch is not None and batch.records == 100 and r.caught_up()
+    # Shipped when the fetches showed nothing more, not after a quiet _QUIET_S (10 empty polls).
+    last = max(i for i, n in enumerate(counting.polls) if n)
+    assert len(counting.polls) - 1 - last < 10, counting.polls
+    produce(stack.kafka_bootstrap, topics[0], [("k", "more")], partition=1)
+    batch = r.next_batch(timeout=60)
+    r.close()
+    assert [(x.topic, x.partition, x.offset) for x in batch.frame.collect()] == [(topics[0], 1, 25)]
+
+
+def test_a_transactional_topic_is_caught_up_past_its_last_marker(spark, stack, tmp_path):
+    # The last offset is a commit marker, never delivered: the consumer's position passes it.
+    topic = f"direct_txn_{uuid.uuid4().hex[:6]}"
+    create_topic(stack.kafka_bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=f"v{i}".encode(), partition=0)
+    producer.commit_transaction(30)
+    r = reader(spark, stack, tmp_path, topics=[topic])
+    r.open(resume=None)
+    r._consumer = counting = CountingConsumer(r._consumer)
+    batch = r.next_batch(timeout=60)
+    r.close()
+    assert [x.value for x in batch.frame.collect()] == [f"v{i}".encode() for i in range(5)]
+    last = max(i for i, n in enumerate(counting.polls) if n)
+    assert len(counting.polls) - 1 - last < 10, counting.polls

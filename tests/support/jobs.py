@@ -35,15 +35,15 @@ tables:
 
 
 class Job:
-    """``ingest-<fmt> --pipeline PATH --env local`` against the stack in ``run_dir``; output kept in files."""
+    """``ingest-<fmt> --pipeline PATH --env ENV`` against the stack in ``run_dir``; output kept in files."""
 
-    def __init__(self, path: Path, run_dir: str, name: str, *args: str, fmt: str = "flatten"):
+    def __init__(self, path: Path, run_dir: str, name: str, *args: str, fmt: str = "flatten", env_name: str = "local"):
         root = path.parents[1]
         self.out, self.err = root / f"{name}.out", root / f"{name}.err"
         env = {**os.environ, "KAFKA_ICEBERG_RUN_DIR": run_dir, "PYTHONPATH": f"{REPO / 'src'}:{REPO}"}
         with self.out.open("w") as out, self.err.open("w") as err:
             self.proc = subprocess.Popen(
-                [str(BIN / f"ingest-{fmt}"), "--pipeline", str(path), "--env", "local", *args],
+                [str(BIN / f"ingest-{fmt}"), "--pipeline", str(path), "--env", env_name, *args],
                 env=env, cwd=root, stdout=out, stderr=err, start_new_session=True,
             )  # fmt: skip
 

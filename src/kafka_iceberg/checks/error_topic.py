@@ -65,8 +65,8 @@ class ErrorTopicPublisher:
     """
 
     topic: str
-    producer_config: Mapping[str, str]
-    consumer_config: Mapping[str, str]
+    producer_config: Mapping[str, str] = field(repr=False)  # resolved: SASL passwords included
+    consumer_config: Mapping[str, str] = field(repr=False)
     pipeline: str
     table: str
     scan_timeout_s: float = SCAN_TIMEOUT_S_DEFAULT

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STREAM = "direct"
+FIRST_RECORD_WAIT_S = 0.05  # a processing_time table's turn when nothing is waiting for it
 
 
 @dataclass
@@ -45,10 +46,10 @@ class DirectTable:
             last.offsets if last else "the start",
         )
 
-    def step(self, timeout: float) -> BatchReport | None:
-        """Read and process one batch; None when nothing was waiting."""
+    def step(self, timeout: float, first: float | None = None) -> BatchReport | None:
+        """Read and process one batch; None when nothing came within ``first`` (default ``timeout``)."""
         before = self.reader.offsets()
-        batch = self.reader.next_batch(timeout=timeout)
+        batch = self.reader.next_batch(timeout=timeout, first=first)
         if batch is None:
             return None
         lag = self.reader.lag()  # positions already stand after this batch
@@ -87,7 +88,13 @@ def run_available_now(table: DirectTable, stop: threading.Event) -> list[BatchRe
 
 
 def run_processing_time(tables: list[DirectTable], interval: float, stop: threading.Event) -> list[BatchReport]:
-    """Every ``interval`` seconds, process what has arrived for each table, until ``stop``."""
+    """One round per ``interval``, as Spark's ``ProcessingTime`` trigger starts its batches, until ``stop``.
+
+    In a round each table takes one batch of what has arrived (up to ``max_records_per_batch``),
+    so a table whose topics never fall quiet neither starves the others nor commits more often than
+    the trigger says; a table with nothing waiting costs one poll. A round longer than the
+    interval is followed by the next at once.
+    """
     reports: list[BatchReport] = []
     for table in tables:
         table.open()
@@ -95,11 +102,11 @@ def run_processing_time(tables: list[DirectTable], interval: float, stop: thread
         while not stop.is_set():
             tick = time.monotonic()
             for table in tables:
+                if stop.is_set():
+                    break
                 table.reader.refresh()
-                while not stop.is_set():
-                    report = table.step(timeout=min(1.0, interval))
-                    if report is None:
-                        break
+                report = table.step(timeout=min(1.0, interval), first=FIRST_RECORD_WAIT_S)
+                if report is not None:
                     reports.append(report)
             stop.wait(max(0.0, interval - (time.monotonic() - tick)))
     finally:
@@ -112,15 +119,14 @@ def run_direct(
     prepared: Prepared, spark: SparkSession, processors: list[BatchProcessor], stop: threading.Event
 ) -> None:
     """Read each table with the direct reader: drain the available_now tables, then poll the others."""
-    consumer = dict(prepared.settings.kafka["consumer"])
+    kafka = prepared.settings.kafka
     staging = Path(prepared.settings.checkpoint_root) / "staging"
-    tables = [
-        DirectTable(
-            p,
-            DirectReader(spark, p.spec.source, consumer, f"kafka-iceberg.{p.pipeline}.{p.spec.identifier}", staging),
-        )
-        for p in processors
-    ]
+
+    def reader(p: BatchProcessor) -> DirectReader:
+        group = f"kafka-iceberg.{p.pipeline}.{p.spec.identifier}"
+        return DirectReader(spark, p.spec.source, dict(kafka["consumer"]), dict(kafka["admin"]), group, staging)
+
+    tables = [DirectTable(p, reader(p)) for p in processors]
     continuous = [t for t in tables if t.processor.spec.trigger.processing_time]
     for table in tables:
         if table not in continuous and not stop.is_set():

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 Offsets = dict[str, dict[int, int]]  # {topic: {partition: next offset}}, as in the commit marker
 _OFFSET_BEGINNING, _OFFSET_END = -2, -1
 _POLL_CHUNK = 10_000
+_SLICE_S = 0.05  # one poll's wait
+_QUIET_S = 0.5  # no record for this long: the batch is shipped even when not caught up
 
 
 def arrow_schema() -> pa.Schema:
@@ -90,16 +92,19 @@ class DirectReader:
         spark: the session the batches become DataFrames in.
         source: the table's source spec (topics or pattern, starting offsets, batch bound).
         config: resolved librdkafka consumer settings (bootstrap, security, consumer options).
+        admin_config: resolved connection settings for the metadata queries (bootstrap, security).
         group_id: consumer group whose offsets are committed after each table commit.
         staging_dir: where batch files are written (deleted once the batch is done).
     """
 
     spark: SparkSession
     source: SourceSpec
-    config: Mapping[str, str]
+    config: Mapping[str, str] = field(repr=False)  # resolved: SASL passwords included
+    admin_config: Mapping[str, str] = field(repr=False)
     group_id: str
     staging_dir: Path
     _consumer: Any = field(default=None, repr=False)
+    _admin: Any = field(default=None, repr=False)
     _positions: dict[tuple[str, int], int] = field(default_factory=dict)
     _targets: dict[tuple[str, int], int] | None = None
 
@@ -114,7 +119,11 @@ class DirectReader:
                 it is assigned (what :meth:`drain_targets` would ask the broker for a moment later).
         """
         from confluent_kafka import Consumer
+        from confluent_kafka.admin import AdminClient
 
+        # Metadata goes through a connection of its own: on the consumer's, a metadata request waits
+        # behind the fetch the broker holds up to fetch.wait.max.ms (0.4-0.5 s each, measured).
+        self._admin = AdminClient(dict(self.admin_config))
         self._consumer = Consumer(
             {
                 **self.config,
@@ -136,7 +145,7 @@ class DirectReader:
             self._consumer = None
 
     def _partitions(self) -> list[tuple[str, int]]:
-        meta = self._consumer.list_topics(timeout=10)
+        meta = self._admin.list_topics(timeout=10)
         if self.source.topics:
             topics = [t for t in self.source.topics if t in meta.topics]
         else:
@@ -180,7 +189,11 @@ class DirectReader:
         return highs
 
     def refresh(self) -> None:
-        """Pick up topics and partitions created since :meth:`open` (pattern subscriptions)."""
+        """Pick up topics and partitions created since :meth:`open` (pattern subscriptions).
+
+        Called before each ``processing_time`` tick, as Spark's Kafka source lists the topics at each
+        trigger: the metadata comes from the admin connection in milliseconds.
+        """
         self._assign({})
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
@@ -201,7 +214,7 @@ class DirectReader:
         librdkafka reconnects quietly, so a consumer whose broker went away just reads nothing; this
         tells such an outage from a topic that has nothing more to give.
         """
-        self._consumer.list_topics(timeout=10)
+        self._admin.list_topics(timeout=10)
 
     # -- reading -----------------------------------------------------------------------------------
     def drain_targets(self) -> dict[tuple[str, int], int]:
@@ -218,17 +231,27 @@ class DirectReader:
         assert self._targets is not None, "call drain_targets() first"
         return all(self._positions.get(tp, 0) >= end for tp, end in self._targets.items())
 
-    def next_batch(self, *, timeout: float = 2.0) -> DirectBatch | None:
-        """Read up to ``max_records_per_batch`` records; None when nothing arrived within ``timeout``."""
+    def next_batch(self, *, timeout: float = 2.0, first: float | None = None) -> DirectBatch | None:
+        """Read up to ``max_records_per_batch`` records within ``timeout``; None when nothing arrived.
+
+        ``first``: how long to wait for the first record (default ``timeout``). A batch ends as soon
+        as the reader has caught up with the broker (:meth:`caught_up`), or when no record came for
+        ``_QUIET_S`` (a topic whose last offsets are transaction markers may never look caught up),
+        at the bound, at the drain target, or at ``timeout``.
+        """
         import pyarrow.parquet as pq
 
         limit = self.source.max_records_per_batch
         messages: list[Any] = []
-        deadline = time.monotonic() + timeout
-        while len(messages) < limit and time.monotonic() < deadline:
+        started = last_record = time.monotonic()
+        deadline, first_deadline = started + timeout, started + min(timeout, timeout if first is None else first)
+        while len(messages) < limit and (left := (deadline if messages else first_deadline) - time.monotonic()) > 0:
             if self._targets is not None and self.drained():
                 break
-            chunk = self._consumer.consume(num_messages=min(_POLL_CHUNK, limit - len(messages)), timeout=0.5)
+            # librdkafka's consume waits its whole timeout unless the chunk fills: poll in slices so
+            # that a record arriving is picked up, and a batch shipped, within one.
+            wanted = min(_POLL_CHUNK, limit - len(messages))
+            chunk = self._consumer.consume(num_messages=wanted, timeout=min(_SLICE_S, left))
             for msg in chunk:
                 if msg.error():
                     log.warning("kafka: %s", msg.error())
@@ -238,7 +261,8 @@ class DirectReader:
                     continue  # beyond this run's end: the next run reads it
                 messages.append(msg)
                 self._positions[tp] = msg.offset() + 1
-            if not chunk and messages:
+                last_record = time.monotonic()
+            if messages and (self.caught_up() or time.monotonic() - last_record >= _QUIET_S):
                 break  # the broker has nothing more right now: ship what we have
         if not messages:
             return None
@@ -251,6 +275,21 @@ class DirectReader:
         return DirectBatch(
             frame=frame, arrow=table, records=len(messages), offsets=self.offsets(), staging_file=staging
         )
+
+    def caught_up(self) -> bool:
+        """Whether every partition is read to the high watermark its last fetch response carried.
+
+        Local: no request. The consumer's position counts too, as it moves past transaction markers
+        that are never delivered as records. False while a partition has no fetch answered yet.
+        """
+        from confluent_kafka import TopicPartition
+
+        assigned = [TopicPartition(t, p) for t, p in self._positions]
+        for tp in self._consumer.position(assigned):
+            _low, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            if high < 0 or max(tp.offset, self._positions[(tp.topic, tp.partition)]) < high:
+                return False
+        return True
 
     def offsets(self) -> Offsets:
         """Next offset of every assigned partition (the whole position, not just this batch)."""
