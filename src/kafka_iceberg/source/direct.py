@@ -143,6 +143,7 @@ class DirectReader:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        self._admin = None  # librdkafka's handle goes with the last reference
 
     def _partitions(self) -> list[tuple[str, int]]:
         meta = self._admin.list_topics(timeout=10)
@@ -244,7 +245,7 @@ class DirectReader:
         limit = self.source.max_records_per_batch
         messages: list[Any] = []
         started = last_record = time.monotonic()
-        deadline, first_deadline = started + timeout, started + min(timeout, timeout if first is None else first)
+        deadline, first_deadline = started + timeout, started + (timeout if first is None else min(first, timeout))
         while len(messages) < limit and (left := (deadline if messages else first_deadline) - time.monotonic()) > 0:
             if self._targets is not None and self.drained():
                 break
