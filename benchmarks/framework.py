@@ -58,6 +58,21 @@ def pipeline_yaml(ds: Dataset, name: str, mode: str, pipeline: str, decoder: str
     return yaml.safe_dump({"pipeline": pipeline, "catalog": "lake", "tables": tables})
 
 
+BENCH_ENV = "bench"
+
+
+def bench_environment(project: Path, reader: str) -> None:
+    """The repository's environments copied into ``project``, and ``bench``: ``local.yml`` with ``reader``.
+
+    ``reader``: the lines that replace ``kafka.reader`` (``reader: direct``, or ``reader: replay`` and
+    its ``replay_path``). Found in the project's copy whatever the current directory's project is.
+    """
+    shutil.copytree(REPO / "environments", project / "environments")
+    local = (REPO / "environments" / "local.yml").read_text()
+    assert re.search(r"(?m)^  reader: ", local), "environments/local.yml no longer sets kafka.reader"
+    (project / "environments" / f"{BENCH_ENV}.yml").write_text(re.sub(r"(?m)^  reader: .*$", f"  {reader}", local))
+
+
 def make_project(
     work: Path,
     ds: Dataset,
@@ -74,12 +89,8 @@ def make_project(
     """
     project = work / f"project_{name}"
     shutil.rmtree(project, ignore_errors=True)
-    shutil.copytree(REPO / "environments", project / "environments")
-    local = (REPO / "environments" / "local.yml").read_text()
     reader = "reader: spark" if replay_dir is None else f"reader: replay\n  replay_path: {replay_dir}"
-    bench = re.sub(r"(?m)^  reader: .*$", f"  {reader}", local)
-    assert re.search(r"(?m)^  reader: ", local), "environments/local.yml no longer sets kafka.reader"
-    (project / "environments" / "bench.yml").write_text(bench)
+    bench_environment(project, reader)
     (project / "pipelines").mkdir()
     path = project / "pipelines" / "p.yml"
     path.write_text(pipeline_yaml(ds, name, mode, pipeline=f"p_{name}", decoder=decoder, writer=writer))
@@ -123,7 +134,7 @@ def run_framework(pipeline_file: Path) -> FrameworkRun:
     from kafka_iceberg.run import Observers, open_session, prepare, run
 
     started = time.monotonic()
-    prepared = prepare(pipeline_file, env_name="bench")
+    prepared = prepare(pipeline_file, env_name=BENCH_ENV)
     spark = open_session(prepared)
     observers = Observers(Metrics(), Progress(enabled=False))
     reports = run(prepared, spark, stop=threading.Event(), observers=observers)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.datagen import BAD_SHARE, FLATTEN_COLUMNS, flatten_message
-from benchmarks.framework import NAMESPACE, REPO
+from benchmarks.framework import BENCH_ENV, NAMESPACE, bench_environment
 
 
 @dataclass
@@ -99,12 +98,7 @@ def measure_latency(
         future.result(timeout=10)
     project = work / f"project_{name}"
     shutil.rmtree(project, ignore_errors=True)
-    shutil.copytree(REPO / "environments", project / "environments")
-    env_name = "local" if reader == "spark" else reader  # found in the project's copy, whatever the cwd
-    local = (project / "environments" / "local.yml").read_text()
-    (project / "environments" / f"{env_name}.yml").write_text(
-        re.sub(r"(?m)^  reader: .*$", f"  reader: {reader}", local)
-    )
+    bench_environment(project, f"reader: {reader}")
     (project / "pipelines").mkdir()
     spec = {
         "name": name,
@@ -119,8 +113,8 @@ def measure_latency(
 
     path = project / "pipelines" / "p.yml"
     path.write_text(yaml.safe_dump({"pipeline": f"p_{name}", "catalog": "lake", "tables": [spec]}))
-    prepared = prepare(path, env_name=env_name)
-    assert prepared.env.kafka.reader == reader, f"{env_name}: reader {prepared.env.kafka.reader}, not {reader}"
+    prepared = prepare(path, env_name=BENCH_ENV)
+    assert prepared.env.kafka.reader == reader, f"{BENCH_ENV}: reader {prepared.env.kafka.reader}, not {reader}"
     spark = open_session(prepared)
     seen = Seen()
     observers = Observers(Metrics(), Progress(enabled=False))

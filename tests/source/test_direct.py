@@ -117,6 +117,10 @@ class CountingConsumer:
         self.polls.append(len(chunk))
         return chunk
 
+    def empty_polls_at_the_end(self):
+        """Polls that gave nothing after the last that gave records."""
+        return len(self.polls) - 1 - max(i for i, n in enumerate(self.polls) if n)
+
     def __getattr__(self, name):
         return getattr(self.consumer, name)
 
@@ -183,8 +187,7 @@ def test_a_batch_ends_once_the_reader_caught_up_with_the_broker(spark, stack, tm
     batch = r.next_batch(timeout=60)
     assert batch is not None and batch.records == 100 and r.caught_up()
     # Shipped when the fetches showed nothing more, not after a quiet _QUIET_S (10 empty polls).
-    last = max(i for i, n in enumerate(counting.polls) if n)
-    assert len(counting.polls) - 1 - last < 10, counting.polls
+    assert counting.empty_polls_at_the_end() < 10, counting.polls
     produce(stack.kafka_bootstrap, topics[0], [("k", "more")], partition=1)
     batch = r.next_batch(timeout=60)
     r.close()
@@ -207,5 +210,4 @@ def test_a_transactional_topic_is_caught_up_past_its_last_marker(spark, stack, t
     batch = r.next_batch(timeout=60)
     r.close()
     assert [x.value for x in batch.frame.collect()] == [f"v{i}".encode() for i in range(5)]
-    last = max(i for i, n in enumerate(counting.polls) if n)
-    assert len(counting.polls) - 1 - last < 10, counting.polls
+    assert counting.empty_polls_at_the_end() < 10, counting.polls
