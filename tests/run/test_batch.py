@@ -746,8 +746,8 @@ def test_few_records_left_to_spark_are_sorted_and_written_by_the_driver_as_pytho
     records with the same reasons, the same counts: a record Spark writes (surrounding whitespace),
     bad JSON, a violated quarantine rule."""
     from pyiceberg.table import StaticTable
-    from pyspark.sql import DataFrame
 
+    from kafka_iceberg.write import arrow_files as arrow_files_module
     from kafka_iceberg.write import certified as certified_module
     from kafka_iceberg.write.jvm import IcebergTable
 
@@ -756,10 +756,9 @@ def test_few_records_left_to_spark_are_sorted_and_written_by_the_driver_as_pytho
         return sorted(tuple(r[c] for c in columns) for r in table.scan().to_arrow().to_pylist())
 
     tasks: list[str] = []
-    map_in_arrow = DataFrame.mapInArrow
-    monkeypatch.setattr(
-        DataFrame, "mapInArrow", lambda self, *a, **k: tasks.append("job") or map_in_arrow(self, *a, **k)
-    )
+    for module in (certified_module, arrow_files_module):  # every job of Python tasks the writer starts
+        started = module.map_in_arrow
+        monkeypatch.setattr(module, "map_in_arrow", lambda *a, _run=started, **k: tasks.append("job") or _run(*a, **k))
     messages = [*MESSAGES, Msg(None, ' {"id": 4, "note": "d"}')]  # leading space: Spark's decoder, which keeps it
     messages = [Msg(m.key, m.value, offset=i) for i, m in enumerate(messages)]
     outcomes = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kafka_iceberg.decode.sql import ident, lit
 from kafka_iceberg.records import COORDINATES, TOMBSTONE_COLUMN, with_original_bytes
 
 if TYPE_CHECKING:
@@ -21,17 +22,24 @@ def rejection_reason(columns: Iterable[str], *, required: Iterable[str], keys: I
     """
     from pyspark.sql import functions as F
 
+    sql = rejection_sql(columns, required=required, keys=keys)
+    return None if sql is None else F.expr(sql)
+
+
+def rejection_sql(columns: Iterable[str], *, required: Iterable[str], keys: Iterable[str]) -> str | None:
+    """:func:`rejection_reason` as SQL text, for a ``selectExpr`` (one py4j call where Columns take several each)."""
     present = set(columns)
-    exempt = F.col(TOMBSTONE_COLUMN) if TOMBSTONE_COLUMN in present else F.lit(False)
+    exempt = ident(TOMBSTONE_COLUMN) if TOMBSTONE_COLUMN in present else "false"
     checks = [
-        (~exempt & F.col(c).isNull(), f"column {c} is required (NOT NULL) but is null")
+        (f"NOT {exempt} AND {ident(c)} IS NULL", f"column {c} is required (NOT NULL) but is null")
         for c in required
         if c in present
     ]
-    checks += [(F.col(c).isNull(), f"upsert key {c} is null") for c in keys if c in present]
+    checks += [(f"{ident(c)} IS NULL", f"upsert key {c} is null") for c in keys if c in present]
     if not checks:
         return None
-    return F.nullif(F.concat_ws("; ", *[F.when(bad, F.lit(reason)) for bad, reason in checks]), F.lit(""))
+    reasons = ", ".join(f"CASE WHEN {bad} THEN {lit(reason)} END" for bad, reason in checks)
+    return f"nullif(concat_ws('; ', {reasons}), '')"
 
 
 def write_rejections(

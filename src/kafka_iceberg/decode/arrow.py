@@ -48,6 +48,7 @@ from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, outcome_of, pa
 from kafka_iceberg.decode.sql import convert, converted_ok, ident, sql_type
 from kafka_iceberg.spec.load import arrow_decoder_unsupported
 from kafka_iceberg.spec.model import CsvLayout, TableSpec
+from kafka_iceberg.tasks import map_in_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -225,7 +226,7 @@ def decode_with_arrow(
         for n, (_, t) in zip(names, layout.columns, strict=True)
     ]
     schema = StructType([*frame.schema.fields, StructField(OK, BooleanType()), *fields])
-    parsed = frame.mapInArrow(functools.partial(certify, layout=layout), schema)
+    parsed = map_in_arrow(frame, functools.partial(certify, layout=layout), schema)
 
     # Spark converts what Arrow read as text, with the Spark decoder's conversion and check.
     values: dict[str, str] = {}

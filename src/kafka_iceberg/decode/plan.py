@@ -86,19 +86,17 @@ def kafka_frame(df: DataFrame) -> DataFrame:
     Raises:
         ValueError: a column of the Kafka shape is missing.
     """
-    from pyspark.sql import functions as F
-
     missing = [c for c in _REQUIRED_INPUT if c not in df.columns]
     if missing:
         raise ValueError(
             f"decode needs a Kafka-shaped DataFrame ({', '.join(_REQUIRED_INPUT)}, headers); missing {missing}"
         )
-    headers = F.col("headers") if "headers" in df.columns else F.lit(None)
-    return df.select(
-        *[F.col(name).cast(col_type).alias(name) for name, col_type in KAFKA_COLUMNS.items()],
-        F.col("key").cast("binary").alias(KEY),
-        F.col("value").cast("binary").alias(VALUE),
-        headers.cast(HEADERS_ARRAY_TYPE).alias(HEADERS),
+    headers = ident("headers") if "headers" in df.columns else "NULL"
+    return df.selectExpr(  # SQL text: one py4j call per column where Columns take several
+        *[f"CAST({ident(name)} AS {col_type}) AS {ident(name)}" for name, col_type in KAFKA_COLUMNS.items()],
+        f"CAST(`key` AS BINARY) AS {ident(KEY)}",
+        f"CAST(`value` AS BINARY) AS {ident(VALUE)}",
+        f"CAST({headers} AS {HEADERS_ARRAY_TYPE}) AS {ident(HEADERS)}",
     )
 
 

@@ -29,6 +29,7 @@ from kafka_iceberg.decode.registry import SCHEMA_TYPES, RegisteredSchema, Regist
 from kafka_iceberg.decode.values import arrow_type, converter
 from kafka_iceberg.decode.wire import WireError, header_sql, split_header
 from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.tasks import map_in_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -129,11 +130,11 @@ def decode_schemaful(
         false = F.lit(False)
         flags = [false.alias(FAILED), false.alias(TOMB), false.alias(SKIP), F.lit(None).cast("string").alias(REASON)]
         parsed, good, left = avro_jvm.split(frame, codec, writers, fields=FIELDS, flags=flags)
-        left = left.mapInArrow(python, out_schema)
+        left = map_in_arrow(left, python, out_schema)
         passes = [parsed, left]  # cached, each runs once; the outcome is a union over them
         outcome = good.unionByName(left)
     else:
-        outcome = frame.mapInArrow(python, out_schema)
+        outcome = map_in_arrow(frame, python, out_schema)
         passes = [outcome]
     outcome = outcome.where(f"NOT {SKIP}")
     plan = Plan(payload={f.name: f.dataType.simpleString() for f in codec.columns.fields})

@@ -481,7 +481,7 @@ class BatchProcessor:
 
     def _write_decoded(
         self, raw: DataFrame, *, flush_time: dt.datetime, table_schema: StructType | None, persist: Any
-    ) -> tuple[SortedBatch, Labels, DataFrame | None]:
+    ) -> tuple[SortedBatch, Labels]:
         """A schema-driven format's single pass (:meth:`_write_single`'s, for Avro, Protobuf, JSON Schema).
 
         Where it applies, the tasks that decode the records write them (:meth:`_decode_where_written`);
@@ -493,21 +493,21 @@ class BatchProcessor:
         raw, codec, written = self._decode_where_written(raw, flush_time=flush_time, persist=persist)
         if written is not None and written.left is None:
             batch = SortedBatch(written.files, list(written.errors), [], written.stats)
-            return batch, Labels.of(self.spec.expectations), None
+            return batch, Labels.of(self.spec.expectations)
         source = raw if written is None else written.left
         assert source is not None
         decoded = decode(
             source, self.spec, flush_time=flush_time, known_columns=_known(table_schema), base_dir=self.base_dir,
             codec=codec,
         )  # fmt: skip
-        labelled, labels, rows = self._labelled(decoded, table_schema)
+        labelled, labels, columns = self._labelled(decoded, table_schema)
         if len(decoded.passes or []) > 1 and not (written is not None and written.few_left):
             for frame in decoded.passes or []:  # Avro: both halves of the union read the JVM's pass
                 persist(frame)
         if written is None:
-            self.writer.prepare(rows.schema)
-            return self.writer.write_sorted(labelled, labels), labels, rows
-        return self._with_left(written, labelled, labels), labels, None
+            self.writer.prepare(columns)
+            return self.writer.write_sorted(labelled, labels), labels
+        return self._with_left(written, labelled, labels), labels
 
     def _decode_where_written(
         self, raw: DataFrame, *, flush_time: dt.datetime, persist: Any
@@ -592,7 +592,7 @@ class BatchProcessor:
         Only what leaves the table (errors, quarantined records) and the counts come back to the
         driver, which routes them and then commits the files the job wrote, in that order.
         """
-        written, labels, rows = self._write_single(raw, persist=persist, table_schema=table_schema)
+        written, labels = self._write_single(raw, persist=persist, table_schema=table_schema)
         faults.reached("written")
         stats = written.stats
         report.records_in = stats["in"]
@@ -604,7 +604,7 @@ class BatchProcessor:
             written.errors or None, written.quarantined or None, batch_id=batch_id
         )
         self._commit(
-            rows, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing,
+            None, batch_id=batch_id, stream=stream, offsets=offsets, report=report, routing=routing,
             written=written.files,
         )  # fmt: skip
 
@@ -625,8 +625,8 @@ class BatchProcessor:
 
     def _write_single(
         self, raw: DataFrame, *, persist: Any, table_schema: StructType | None
-    ) -> tuple[SortedBatch, Labels, DataFrame | None]:
-        """The single pass's data files (not committed), what leaves the table, its labels and rows.
+    ) -> tuple[SortedBatch, Labels]:
+        """The single pass's data files (not committed), what leaves the table, and its labels.
 
         One Spark job; two when the Arrow decoder writes the records it certifies where it parses
         them and leaves some to Spark's decoder (``write/certified.py``). That path reads the
@@ -646,7 +646,7 @@ class BatchProcessor:
             written = self._write_where_parsed(
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
-            return written, shape.labels, None
+            return written, shape.labels
         # Where the Arrow decoder applies, the shape (columns, labels) is taken from Spark's decoder's
         # plan: the same columns, and 0.3-0.7 of the Spark analysis to build (Arrow's plan is Spark's
         # for the records it leaves, plus its own pass and a union).
@@ -655,27 +655,27 @@ class BatchProcessor:
             raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir,
             decoder="spark" if arrow else decoder,
         )  # fmt: skip
-        labelled, labels, rows = self._labelled(decoded, table_schema)
-        self.writer.prepare(rows.schema)
+        labelled, labels, columns = self._labelled(decoded, table_schema)
+        self.writer.prepare(columns)
         layout = decoded.layout if arrow else None
-        rules = self._arrow_rules(rows.schema) if layout is not None else []
+        rules = self._arrow_rules(columns) if layout is not None else []
         if layout is not None and writes_where_parsed(self.spec, layout, rules):
-            shape = _WhereParsed(layout, rows.schema, labels, [r for r in rules if r is not None])
+            shape = _WhereParsed(layout, columns, labels, [r for r in rules if r is not None])
             self._where_parsed[schema_key] = shape
             written = self._write_where_parsed(
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
-            return written, labels, rows
+            return written, labels
         if arrow or decoder == "arrow":  # not written where parsed against this schema, now or later
             self._elsewhere.add(schema_key)
         if arrow and decoder != "arrow":  # ``decoder: arrow``: its pass feeds the rows (auto keeps Spark's plan)
             decoded = decode(
                 raw, self.spec, flush_time=flush_time, known_columns=known, base_dir=self.base_dir, decoder=decoder
             )
-            labelled, labels, rows = self._labelled(decoded, table_schema)
+            labelled, labels, _ = self._labelled(decoded, table_schema)
         if decoded.parsed is not None:
             persist(decoded.parsed)  # the Arrow decoder's pass, read by both its certified and its other records
-        return self.writer.write_sorted(labelled, labels), labels, rows
+        return self.writer.write_sorted(labelled, labels), labels
 
     def _choose_decoder(self, schema_key: Key) -> tuple[_WhereParsed | None, Literal["arrow"] | None]:
         """What this batch tries: a known shape written where parsed, or the decoder to plan with.
@@ -749,8 +749,8 @@ class BatchProcessor:
 
     def _labelled(
         self, decoded: Decoded, table_schema: StructType | None, *, keys: list[str] | None = None
-    ) -> tuple[DataFrame, Labels, DataFrame]:
-        """The single pass's frame of ``decoded`` with every check as a column, its labels, and its rows.
+    ) -> tuple[DataFrame, Labels, StructType]:
+        """The single pass's frame of ``decoded`` with every check as a column, its labels, and its rows' columns.
 
         ``keys``: an upsert's key fields, which a row must have (:meth:`_sorted_here`).
         """
@@ -763,7 +763,10 @@ class BatchProcessor:
             keys=keys or [],
             payload_columns=_payload_columns(row_columns),
         )
-        return labelled, labels, labelled.select(*[c for c in row_columns if not c.startswith(INTERNAL_PREFIX)])
+        from pyspark.sql.types import StructType
+
+        # the rows' columns read off the labelled frame's schema: a select of them would cost a plan
+        return labelled, labels, StructType([f for f in labelled.schema.fields if f.name in labels.carry])
 
     def _commit(
         self,

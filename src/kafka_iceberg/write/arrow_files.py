@@ -33,6 +33,7 @@ from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.records import ERROR_COLUMNS, ERROR_SCHEMA_DDL
 from kafka_iceberg.spec.load import arrow_writer_unsupported
 from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.tasks import map_in_arrow
 from kafka_iceberg.write.jvm import string_map
 
 if TYPE_CHECKING:
@@ -357,7 +358,7 @@ class WrittenFile:
 
 def write_frame(rows: DataFrame, target: FileTarget) -> list[WrittenFile]:
     """Write ``rows`` (already shaped like the table) as data files; one Spark job."""
-    written = rows.mapInArrow(functools.partial(write_files, target=target), FILE_SCHEMA).collect()
+    written = map_in_arrow(rows, functools.partial(write_files, target=target), FILE_SCHEMA).collect()
     return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["content"])) for r in written]
 
 
@@ -373,8 +374,9 @@ def driver_files(data: pa.Table, table: StructType, target: FileTarget) -> list[
     return [WrittenFile(**f) for f in data_files(pa.table(columns, names=names), target)]
 
 
+@functools.cache
 def sorted_schema() -> tuple[StructType, pa.Schema]:
-    """SORTED_SCHEMA in Spark's and in Arrow's terms: a single-pass task's output."""
+    """SORTED_SCHEMA in Spark's and in Arrow's terms: a single-pass task's output (parsed once: the JVM parses it)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -422,7 +424,7 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels, *, on_d
         out: list[Any] = [row for batch in batches for row in batch.to_pylist()]
     else:
         task = functools.partial(write_sorted, target=target, labels=labels, schema=arrow)
-        out = frame.mapInArrow(task, struct).collect()
+        out = map_in_arrow(frame, task, struct).collect()
     stats = merged_stats([json.loads(r["stats"]) for r in out if r["kind"] == "stats"], len(labels.rules))
     return SortedBatch(written_files(out), leaving(out, "error"), leaving(out, "quarantine"), stats)
 

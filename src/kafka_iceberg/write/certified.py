@@ -56,6 +56,7 @@ from kafka_iceberg.records import FEW_FAILURE_BYTES, FEW_FAILURES, TOMBSTONE_COL
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
 from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.tasks import map_in_arrow
 from kafka_iceberg.write.arrow_files import FileTarget, WrittenFile, data_files, leaving, sorted_schema, written_files
 
 if TYPE_CHECKING:
@@ -616,7 +617,7 @@ def write_where_parsed(
     struct, arrow = sorted_schema()
     part = _part(frame, spec, pt, rules, payload)
     task = functools.partial(write_parsed, parser=parser, part=part, target=target, schema=arrow)
-    out = persist(frame.mapInArrow(task, struct))
+    out = persist(map_in_arrow(frame, task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, left = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
     unseen, nested = frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED))
@@ -677,7 +678,7 @@ def rows_where_parsed(
         required=tuple(required),
         schema=to_arrow_schema(struct),
     )
-    out = persist(frame.mapInArrow(task, struct))
+    out = persist(map_in_arrow(frame, task, struct))
     head = out.where("kind IN ('stats', 'error', 'quarantine')").collect()
     stats, rest, left = _counts(
         spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "parsed for the MERGE"

@@ -98,8 +98,18 @@ def drop_internal(rows: DataFrame) -> DataFrame:
 
 def aligned(rows: DataFrame, table: StructType, *, keep: Sequence[str] = ()) -> DataFrame:
     """``rows`` reshaped to the table's columns (order, types, missing as NULL), plus ``keep`` columns."""
+    kept = [c for c in keep if c in rows.columns]
+    if _in_shape(rows.schema, table, kept):  # the usual batch: a select of every column as it is costs ~40 py4j calls
+        return rows
     exprs = align({c: rows[quote(c)] for c in rows.columns}, rows.schema, table)
-    return rows.select(*exprs, *[rows[quote(c)] for c in keep if c in rows.columns])
+    return rows.select(*exprs, *[rows[quote(c)] for c in kept])
+
+
+def _in_shape(batch: StructType, table: StructType, keep: Sequence[str]) -> bool:
+    """Whether ``batch`` is the table's columns in order with their types, then ``keep``: :func:`aligned`'s shape."""
+    if [f.name for f in batch.fields] != [*table.names, *keep]:
+        return False
+    return all(b.dataType == t.dataType for b, t in zip(batch.fields, table.fields, strict=False))
 
 
 def latest_per_key(rows: DataFrame, keys: Sequence[str], sequence: str) -> DataFrame:

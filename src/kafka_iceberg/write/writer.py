@@ -148,7 +148,9 @@ class TableWriter:
 
     # -- table management --------------------------------------------------------------------------
     def exists(self) -> bool:
-        """Whether the table exists in the catalog."""
+        """Whether the table exists in the catalog (known without asking once this batch loaded it)."""
+        if self._loaded:
+            return True
         return bool(self.spark.catalog.tableExists(self.table))
 
     def current_schema(self) -> StructType | None:

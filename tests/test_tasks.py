@@ -1,0 +1,66 @@
+"""A Python function run in Spark's tasks gets its UDF made once for equal arguments (kafka_iceberg.tasks)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafka_iceberg import tasks
+
+
+def _plus(batches: Iterator[Any], *, n: int, names: Any = None) -> Iterator[Any]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        yield pa.RecordBatch.from_arrays([pc.add(batch.column(0), n)], names=["id"])
+
+
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many UDFs the calls made (each one pickles its function and builds the JVM's)."""
+    from pyspark.sql.pandas import functions
+
+    made: list[int] = []
+    real = functions.pandas_udf
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(functions, "pandas_udf", counting)
+    monkeypatch.setattr(tasks, "_udfs", type(tasks._udfs)())
+    return made
+
+
+def test_equal_arguments_reuse_the_udf_and_other_arguments_make_their_own(spark: Any, made: list[int]) -> None:
+    frame = spark.range(3)
+
+    def run(task: Any) -> list[int]:
+        return sorted(r["id"] for r in tasks.map_in_arrow(frame, task, "id long").collect())
+
+    assert run(functools.partial(_plus, n=1)) == [1, 2, 3]
+    assert run(functools.partial(_plus, n=1)) == [1, 2, 3]  # a new partial, equal arguments: the same UDF
+    assert len(made) == 1
+    assert run(functools.partial(_plus, n=10)) == [10, 11, 12]  # another argument: its own UDF, its own result
+    assert len(made) == 2
+    # An argument that cannot be hashed is told apart by identity: an equal copy makes a UDF of its own.
+    names = {"a": 1}
+    run(functools.partial(_plus, n=1, names=names))
+    run(functools.partial(_plus, n=1, names=names))
+    run(functools.partial(_plus, n=1, names=dict(names)))
+    assert len(made) == 4
+
+
+def test_a_plain_function_is_mapped_as_mapinarrow_maps_it(spark: Any, made: list[int]) -> None:
+    frame = spark.range(2)
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        return _plus(batches, n=5)
+
+    assert sorted(r["id"] for r in tasks.map_in_arrow(frame, task, "id long").collect()) == [5, 6]
+    assert sorted(r["id"] for r in tasks.map_in_arrow(frame, task, "id long").collect()) == [5, 6]
+    assert len(made) == 2  # not a partial: no key, a UDF per call
