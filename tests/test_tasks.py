@@ -64,3 +64,36 @@ def test_a_plain_function_is_mapped_as_mapinarrow_maps_it(spark: Any, made: list
     assert sorted(r["id"] for r in tasks.map_in_arrow(frame, task, "id long").collect()) == [5, 6]
     assert sorted(r["id"] for r in tasks.map_in_arrow(frame, task, "id long").collect()) == [5, 6]
     assert len(made) == 2  # not a partial: no key, a UDF per call
+
+
+def test_a_spark_whose_method_has_another_signature_takes_the_public_mapinarrow(
+    spark: Any, made: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark versions before and after 3.5 spell the JVM method differently: the first call finds out
+    and every later one goes straight to ``DataFrame.mapInArrow`` (which calls it their way)."""
+    from pyspark.sql import DataFrame
+
+    monkeypatch.setattr(tasks, "_lean", [True])
+
+    class OtherSignature:
+        """A frame's JVM handle whose method refuses the arguments Spark 3.5's take."""
+
+        def __init__(self, jdf: Any) -> None:
+            self._jdf = jdf
+
+        def pythonMapInArrow(self, *args: Any) -> Any:
+            raise RuntimeError("Method pythonMapInArrow([class Expression, class Boolean]) does not exist")
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._jdf, name)
+
+    frame = spark.range(2)
+    other = DataFrame(OtherSignature(frame._jdf), frame.sparkSession)  # type: ignore[arg-type]
+    public: list[int] = []
+    real = DataFrame.mapInArrow  # stands for that Spark's own: here, on the real handle
+    monkeypatch.setattr(DataFrame, "mapInArrow", lambda self, *a: public.append(1) or real(frame, *a))
+    task = functools.partial(_plus, n=5)
+    assert sorted(r["id"] for r in tasks.map_in_arrow(other, task, "id long").collect()) == [5, 6]
+    assert tasks._lean == [False] and len(public) == 1
+    assert sorted(r["id"] for r in tasks.map_in_arrow(frame, task, "id long").collect()) == [5, 6]
+    assert len(public) == 2  # no lean attempt again

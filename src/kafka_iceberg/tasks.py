@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 _KEPT = 16  # UDFs kept: a few per table (its writer's task, its decoder's)
 _udfs: OrderedDict[Hashable, tuple[Any, Any]] = OrderedDict()  # key → (SparkContext, UDF)
 _lock = threading.Lock()
-_lean = [True]  # False once this Spark's DataFrame lacks the method the lean path calls
+_lean = [True]  # False once this Spark's DataFrame lacks the method, or its signature, the lean path calls
 
 
 def _token(value: Any) -> Hashable:
@@ -62,8 +62,8 @@ def map_in_arrow(frame: DataFrame, task: Callable[..., Any], schema: StructType 
             _udfs.move_to_end(key)
     column = entry[1](*[frame[c] for c in frame.columns])
     try:
-        jdf = frame._jdf.pythonMapInArrow(column._jc.expr(), False)  # what DataFrame.mapInArrow calls (3.5, 4.0)
-    except Exception as exc:  # another Spark: its public method from now on
+        jdf = frame._jdf.pythonMapInArrow(column._jc.expr(), False)  # what Spark 3.5's DataFrame.mapInArrow calls
+    except Exception as exc:  # another signature (older and newer Sparks): their public method from now on
         if "pythonMapInArrow" not in str(exc):
             raise
         _lean[0] = False

@@ -94,8 +94,8 @@ def kafka_frame(df: DataFrame) -> DataFrame:
     headers = ident("headers") if "headers" in df.columns else "NULL"
     return df.selectExpr(  # SQL text: one py4j call per column where Columns take several
         *[f"CAST({ident(name)} AS {col_type}) AS {ident(name)}" for name, col_type in KAFKA_COLUMNS.items()],
-        f"CAST(`key` AS BINARY) AS {ident(KEY)}",
-        f"CAST(`value` AS BINARY) AS {ident(VALUE)}",
+        f"CAST({ident('key')} AS BINARY) AS {ident(KEY)}",
+        f"CAST({ident('value')} AS BINARY) AS {ident(VALUE)}",
         f"CAST({headers} AS {HEADERS_ARRAY_TYPE}) AS {ident(HEADERS)}",
     )
 
