@@ -98,3 +98,44 @@ def test_a_batch_loads_its_table_twice_and_commits_once(lake, proxy, fmt, engine
     ]  # fmt: skip
     summary = table.current_snapshot().summary
     assert summary[BATCH_ID_KEY] == "2"
+
+
+def test_a_batch_that_quarantines_loads_the_quarantine_table_twice_and_commits_once(lake, proxy):
+    """The quarantine table is read like the target: once when its append starts (the marker it
+    de-duplicates on, its schema, where its file goes), once more right before its commit, then
+    Iceberg's commit. Its writer lives as long as the run: one made per batch loaded it four times
+    before the commit (the marker, the plan, the file's target, the marker again)."""
+    ns = lake.new_namespace("reqq")
+    spec = TableSpec.model_validate(
+        {
+            "name": "events",
+            "namespace": ns,
+            "source": {"topics": ["t"], "format": "flatten"},
+            "schema": {"columns": {"id": "long", "note": "string"}},
+            "partition_window": "none",
+            "expectations": {"even": {"expr": "id % 2 = 0", "on_violation": "quarantine"}},
+            "errors": {"skip_error": True, "quarantine_table": f"{ns}.events_quarantine"},
+        }
+    )
+    processor = BatchProcessor(lake.spark, "unit", spec, QUIET)
+    processor.resume(STREAM)
+    processor.process(batch(lake.spark, 0), batch_id=0, stream=STREAM)  # creates both tables
+    proxy.take()
+
+    quarantine = f"{ns}/tables/events_quarantine"
+    for batch_id in (1, 2):
+        report = processor.process(batch(lake.spark, 10 * batch_id), batch_id=batch_id, stream=STREAM)
+        requests = [(method, path.split("/namespaces/", 1)[1]) for method, path in proxy.take()]
+        assert [r for r in requests if r[1] == quarantine] == [
+            ("GET", quarantine),  # the append's load: its marker, schema, plan, where the file goes
+            ("GET", quarantine),  # the marker again, right before the commit
+            ("GET", quarantine),  # Iceberg's commit: the metadata it commits on,
+            ("POST", quarantine),  # the commit,
+            ("GET", quarantine),  # the metadata after it
+        ], "\n".join(map(str, requests))
+        # the odd id failed the expectation; the record that is no JSON goes to the error target, the same table
+        assert report.committed and report.records_quarantined == 2 and report.records_written == 2
+
+    quarantined = lake.pyiceberg().load_table(f"{ns}.events_quarantine").scan().to_arrow()
+    assert sorted(quarantined.column("offset").to_pylist()) == [1, 3, 11, 13, 21, 23]
+    assert lake.pyiceberg().load_table(f"{ns}.events_quarantine").current_snapshot().summary[BATCH_ID_KEY] == "2"

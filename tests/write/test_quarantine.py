@@ -80,6 +80,6 @@ def test_rows_on_the_driver_make_the_same_table_and_replays_add_nothing_twice(
     assert shape == want_shape  # columns, types and nullability
     assert [r[:7] for r in rows] == [r[:7] for r in want_rows]  # the records' timestamps included
     assert [r[0:2] for r in rows] == [(0, 3), (0, 5), (1, 7)]
-    writer = TableWriter(spark, files_catalog, table._writer().spec, pipeline_id="p")
+    writer = TableWriter(spark, files_catalog, table.writer.spec, pipeline_id="p")
     marker = writer.last_commit(QUARANTINE_STREAM)
     assert marker is not None and marker.offsets == {"src": {0: 6, 1: 8}} and marker.batch_id == 1

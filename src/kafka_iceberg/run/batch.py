@@ -175,6 +175,7 @@ class BatchProcessor:
     observers: list[Observer] = field(default_factory=list)
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.timezone.utc))
     _writer: TableWriter | None = field(default=None, init=False)
+    _quarantine: QuarantineTable | None = field(default=None, init=False)
     _transform: Callable[[DataFrame], DataFrame] | None = field(default=None, init=False)
     _error_offsets: Offsets = field(default_factory=dict, init=False)
     _dropped: int = field(default=0, init=False)
@@ -193,6 +194,8 @@ class BatchProcessor:
 
     def __post_init__(self) -> None:
         self._writer = TableWriter(self.spark, self.catalog, self.spec, pipeline_id=self.pipeline)
+        if self.spec.errors.quarantine_table:  # one for all batches: its writer keeps the table and what it read of it
+            self._quarantine = QuarantineTable(self.spark, self.catalog, self.spec, self.pipeline)
         if self.spec.transform:
             self._transform = resolve_transform(self.spec.transform)
 
@@ -219,12 +222,7 @@ class BatchProcessor:
 
     def router(self) -> ErrorRouter:
         """The error policy of this table."""
-        quarantine = (
-            QuarantineTable(self.spark, self.catalog, self.spec, self.pipeline)
-            if self.spec.errors.quarantine_table
-            else None
-        )
-        return ErrorRouter(self.spec, publisher=self.publisher, quarantine=quarantine)
+        return ErrorRouter(self.spec, publisher=self.publisher, quarantine=self._quarantine)
 
     def process(
         self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets | None = None, lag: int | None = None

@@ -6,6 +6,7 @@ It holds the records that decoded but failed an expectation, with their original
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ class QuarantineTable:
 
     Rows are filtered against the offsets recorded by the quarantine table's own last commit, so
     a batch replayed after a crash — even with different boundaries — adds only what is missing.
+    One instance serves all of a target table's batches: its writer keeps the table loaded and what
+    was read of it, and each append reads it once from the catalog (and once more to commit).
     """
 
     spark: SparkSession
@@ -36,7 +39,9 @@ class QuarantineTable:
     spec: TableSpec
     pipeline: str
 
-    def _writer(self) -> TableWriter:
+    @functools.cached_property
+    def writer(self) -> TableWriter:
+        """The quarantine table's writer, made once (one made per batch loaded it four times before its commit)."""
         assert self.spec.errors.quarantine_table is not None
         namespace, name = self.spec.errors.quarantine_table.split(".")
         qspec = TableSpec.model_validate(
@@ -60,7 +65,11 @@ class QuarantineTable:
         ``errors`` may be rows already on the driver (the single pass's): filtered, counted and
         given their offsets there, so only the table's own write runs in Spark.
         """
-        writer = self._writer()
+        writer = self.writer
+        with writer.batch():  # the marker lookup's load serves the plan and the data files' target
+            return self._append(writer, errors, batch_id)
+
+    def _append(self, writer: TableWriter, errors: DataFrame | list[Row], batch_id: int) -> int:
         last = writer.last_commit(QUARANTINE_STREAM)
         if isinstance(errors, list):
             return self._append_rows(writer, last, errors, batch_id)

@@ -315,7 +315,10 @@ class TableWriter:
             CommitConflictError: commits still conflicted after every retry; nothing was committed.
             CommitMarkerError: the marker could not be found after the commit.
         """
-        self._loaded = False  # loaded again: another run of this stream may have committed since the batch began
+        # Loaded again: another run of this stream may have committed since the batch began. A table
+        # this batch loaded exists: it is loaded without asking first whether it does.
+        if self._loaded:
+            self._iceberg.refresh()
         with self.batch():  # the marker check's load serves the commit and the look for its snapshot
             return self._commit(rows, marker, written)
 
