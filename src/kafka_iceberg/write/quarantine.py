@@ -65,14 +65,13 @@ class QuarantineTable:
         ``errors`` may be rows already on the driver (the single pass's): filtered, counted and
         given their offsets there, so only the table's own write runs in Spark.
         """
-        writer = self.writer
-        with writer.batch():  # the marker lookup's load serves the plan and the data files' target
-            return self._append(writer, errors, batch_id)
+        with self.writer.batch():  # the marker lookup's load serves the plan and the data files' target
+            return self._append(errors, batch_id)
 
-    def _append(self, writer: TableWriter, errors: DataFrame | list[Row], batch_id: int) -> int:
-        last = writer.last_commit(QUARANTINE_STREAM)
+    def _append(self, errors: DataFrame | list[Row], batch_id: int) -> int:
+        last = self.writer.last_commit(QUARANTINE_STREAM)
         if isinstance(errors, list):
-            return self._append_rows(writer, last, errors, batch_id)
+            return self._append_rows(last, errors, batch_id)
         from pyspark.sql import functions as F
 
         frame = errors.select(
@@ -94,12 +93,12 @@ class QuarantineTable:
         try:
             count = frame.count()
             if count:
-                self._commit(writer, last, frame, batch_offsets(frame))
+                self._commit(last, frame, batch_offsets(frame))
             return count
         finally:
             frame.unpersist()
 
-    def _append_rows(self, writer: TableWriter, last: CommitMarker | None, errors: list[Row], batch_id: int) -> int:
+    def _append_rows(self, last: CommitMarker | None, errors: list[Row], batch_id: int) -> int:
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import (
@@ -135,13 +134,12 @@ class QuarantineTable:
         # Java API: a Spark job for them cost 0.4-0.5 s a batch (benchmarks/fixes.md, stop 50).
         data = pa.Table.from_pylist([dict(zip(schema.names, v, strict=True)) for v in values],
                                     schema=to_arrow_schema(schema))  # fmt: skip
-        writer.prepare(schema)
-        self._commit(writer, last, None, seen, written=writer.write_driver_rows(data))
+        self.writer.prepare(schema)
+        self._commit(last, None, seen, written=self.writer.write_driver_rows(data))
         return len(rows)
 
     def _commit(
         self,
-        writer: TableWriter,
         last: CommitMarker | None,
         frame: DataFrame | None,
         seen: Offsets,
@@ -149,7 +147,8 @@ class QuarantineTable:
     ) -> None:
         offsets = merge_offsets(last.offsets if last else None, seen)
         marker = CommitMarker(stream=QUARANTINE_STREAM, batch_id=(last.batch_id + 1) if last else 0, offsets=offsets)
-        writer.commit(frame, marker, written=written)  # a frame: creates or evolves the table first when it needs it
+        # a frame: the writer creates or evolves the table first when it needs it
+        self.writer.commit(frame, marker, written=written)
 
 
 def _aware(value: object) -> object:
