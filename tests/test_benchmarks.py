@@ -345,3 +345,19 @@ def test_append_and_overwrite_are_measured_with_both_writers(generated):
     assert "framework_spark_writer" in run.new_entry(ds, gen, "append")
     assert "framework_spark_writer" in run.new_entry(ds, gen, "overwrite")
     assert not {"framework_spark_writer", "framework_arrow_writer"} & set(run.new_entry(ds, gen, "upsert"))
+
+
+def test_the_dictionary_bench_writes_each_dataset_both_ways_and_records_the_ratios(tmp_path, monkeypatch):
+    import sys
+
+    from benchmarks import parquet_dictionaries
+
+    out = tmp_path / "dictionaries.json"
+    monkeypatch.setattr(sys, "argv", ["parquet_dictionaries.py", "--rows", "400", "--repeat", "1", "--out", str(out)])
+    parquet_dictionaries.main()
+    results = json.loads(out.read_text())["results"]
+    assert [r["dataset"] for r in results] == [f"{f}_{s}" for f, s in parquet_dictionaries.DATASETS]
+    for r in results:
+        assert r["rows"] == 400 and set(r["bytes"]) == {"default", "chosen"} and r["cpu_ratio"] > 0
+    flatten = results[0]
+    assert {"cur", "ev", "city"} <= set(flatten["dictionary_columns"]) and "id" not in flatten["dictionary_columns"]

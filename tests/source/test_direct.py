@@ -28,7 +28,7 @@ def reader(spark, stack, tmp_path, **source):
 
 
 def drain(r):
-    r.drain_targets()
+    """What an ``available_now`` run reads: batches until the ends fixed by ``open(drain=True)``."""
     batches = []
     while not r.drained():
         batch = r.next_batch()
@@ -56,7 +56,7 @@ def topics(stack):
 
 def test_batches_are_bounded_complete_and_kafka_shaped(spark, stack, tmp_path, topics):
     r = reader(spark, stack, tmp_path, topics=topics, max_records_per_batch=30)
-    r.open(resume=None)
+    r.open(resume=None, drain=True)
     batches = drain(r)
     r.close()
     assert [b.records for b in batches][:-1] == [30] * (len(batches) - 1) and sum(b.records for b in batches) == 100
@@ -69,25 +69,27 @@ def test_batches_are_bounded_complete_and_kafka_shaped(spark, stack, tmp_path, t
 
 def test_resume_from_recorded_offsets_reads_only_the_rest(spark, stack, tmp_path, topics):
     r = reader(spark, stack, tmp_path, topics=topics[:1])
-    r.open(resume={topics[0]: {0: 20, 1: 24}})
+    r.open(resume={topics[0]: {0: 20, 1: 24}}, drain=True)
     rows = [row for b in drain(r) for row in b.frame.collect()]
     r.close()
     assert sorted((x.partition, x.offset) for x in rows) == [(0, 20), (0, 21), (0, 22), (0, 23), (0, 24), (1, 24)]
 
 
 def test_pattern_subscription_and_starting_offsets_latest(spark, stack, tmp_path, topics):
+    # As a processing_time run reads: batch after batch, with no end fixed.
     r = reader(spark, stack, tmp_path, topic_pattern="direct_(a|b)_.*", starting_offsets="latest")
     r.open(resume=None)
-    assert drain(r) == []  # nothing new since the start
+    assert r.next_batch(timeout=1) is None  # nothing new since the start
     produce(stack.kafka_bootstrap, topics[1], [("late", "v")], partition=1)
-    rows = [row for b in drain(r) for row in b.frame.collect()]
+    batch = r.next_batch(timeout=30)
     r.close()
-    assert [(x.topic, x.partition, x.offset, x.value) for x in rows] == [(topics[1], 1, 25, b"v")]
+    assert batch is not None
+    assert [(x.topic, x.partition, x.offset, x.value) for x in batch.frame.collect()] == [(topics[1], 1, 25, b"v")]
 
 
 def test_group_offsets_are_committed_for_lag_tools(spark, stack, tmp_path, topics):
     r = reader(spark, stack, tmp_path, topics=topics[:1])
-    r.open(resume=None)
+    r.open(resume=None, drain=True)
     last = drain(r)[-1]
     assert r.lag() == 0
     r.commit_group(last.offsets)

@@ -371,3 +371,54 @@ def test_a_task_writes_each_small_data_file_in_one_request(tmp_path, lake):
     append_files(lake.spark, java_table, [WrittenFile(**f) for f in files], {})
     read = lake.pyiceberg().load_table(f"{ns}.events").scan().to_arrow()
     assert sorted(read.column("id").to_pylist()) == list(range(3000))
+
+
+def test_the_arrow_writer_gives_a_dictionary_only_where_it_pays_as_sparks_writer_does(tmp_path, lake, stack):
+    """pyarrow would dictionary-encode every column; parquet-mr drops a dictionary that does not pay.
+
+    The Arrow writer decides per file from a sample (``write/dictionaries.py``), so its file holds
+    the same rows in about the room Spark's does.
+    """
+    import io
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    ns, topic = unique("dicts"), unique("events")
+    rng = random.Random(3)
+    docs = [
+        {"id": i, "city": rng.choice(["Berlin", "Paris", "Hangzhou"]), "note": uuid.UUID(int=rng.getrandbits(128)).hex}
+        for i in range(3000)
+    ]
+    produce(stack.kafka_bootstrap, topic, [(str(d["id"]), json.dumps(d)) for d in docs], partition=0)
+    tables = "".join(
+        f"""
+  - name: events_{writer}
+    namespace: {ns}
+    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 5000}}
+    schema: {{columns: {{id: long, city: string, note: string}}}}
+    partition_window: none
+    write: {{engine: {writer}}}
+"""
+        for writer in WRITERS
+    )
+    run_pipeline(tmp_path, f"pipeline: dicts\ncatalog: lake\ntables:{tables}")
+    catalog = lake.pyiceberg()
+
+    def the_file(writer: str) -> tuple[int, dict[str, set[str]]]:
+        table = catalog.load_table(f"{ns}.events_{writer}")
+        (f,) = files_of(table)
+        assert f["record_count"] == 3000
+        with table.io.new_input(f["file_path"]).open() as stream:
+            chunks = pq.ParquetFile(io.BytesIO(stream.read())).metadata.row_group(0)
+        return f["file_size_in_bytes"], {
+            chunks.column(i).path_in_schema: set(chunks.column(i).encodings) for i in range(chunks.num_columns)
+        }
+
+    spark_size, spark_encodings = the_file("spark")
+    arrow_size, arrow_encodings = the_file("arrow")
+    assert "RLE_DICTIONARY" in arrow_encodings["city"] and "PLAIN_DICTIONARY" in spark_encodings["city"]
+    for column in ("id", "note", "offset"):  # distinct in every row: plain (Spark's after its first page)
+        assert not arrow_encodings[column] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, column
+        assert "PLAIN" in spark_encodings[column], column
+    assert arrow_size <= spark_size * 1.1, (arrow_size, spark_size)

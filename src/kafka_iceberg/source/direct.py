@@ -116,7 +116,8 @@ class DirectReader:
             resume: ``{topic: {partition: next offset}}`` from the table's last commit marker;
                 partitions it does not name start at ``source.starting_offsets``.
             drain: fix the end of an ``available_now`` run at each partition's high watermark as
-                it is assigned (what :meth:`drain_targets` would ask the broker for a moment later).
+                it is assigned (asked once the consumer fetches, each query would wait behind the
+                fetch: half a second a partition).
         """
         from confluent_kafka import Consumer
         from confluent_kafka.admin import AdminClient
@@ -218,18 +219,9 @@ class DirectReader:
         self._admin.list_topics(timeout=10)
 
     # -- reading -----------------------------------------------------------------------------------
-    def drain_targets(self) -> dict[tuple[str, int], int]:
-        """Fix the end of an ``available_now`` run: each partition's high watermark now.
-
-        Asked of the broker: half a second a partition once the consumer fetches, where
-        ``open(drain=True)`` reads them as it assigns the partitions.
-        """
-        self._targets = {tp: self._watermarks(*tp)[1] for tp in self._positions}
-        return dict(self._targets)
-
     def drained(self) -> bool:
         """True when every partition reached its drain target."""
-        assert self._targets is not None, "call drain_targets() first"
+        assert self._targets is not None, "open(drain=True) fixes the ends"
         return all(self._positions.get(tp, 0) >= end for tp, end in self._targets.items())
 
     def next_batch(self, *, timeout: float = 2.0, first: float | None = None) -> DirectBatch | None:

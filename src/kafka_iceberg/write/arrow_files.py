@@ -34,6 +34,7 @@ from kafka_iceberg.records import ERROR_COLUMNS, ERROR_SCHEMA_DDL
 from kafka_iceberg.spec.load import arrow_writer_unsupported
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.tasks import map_in_arrow
+from kafka_iceberg.write import dictionaries
 from kafka_iceberg.write.jvm import string_map
 
 if TYPE_CHECKING:
@@ -290,6 +291,7 @@ def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     if not data.num_rows:
         return []
     _quiet_checksums()
+    dictionaries.install()
     metadata = TableMetadataUtil.parse_raw(target.metadata_json)
     io = file_io(target.io_properties, metadata.location)
     data = data.cast(metadata.schema().as_arrow())
