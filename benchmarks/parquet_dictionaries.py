@@ -71,7 +71,7 @@ def write_cpu(rows: Any, model: Any, directory: str) -> tuple[float, int]:
 def main() -> None:
     import pyarrow as pa
     from pyiceberg.io.fileformat import FileFormatFactory
-    from pyiceberg.io.pyarrow import ParquetFormatModel  # registers pyarrow's model
+    from pyiceberg.io.pyarrow import ParquetFormatModel  # importing it registers pyiceberg's model
     from pyiceberg.manifest import FileFormat
 
     from kafka_iceberg.write import dictionaries
@@ -83,10 +83,11 @@ def main() -> None:
     args = parser.parse_args()
     pa.set_cpu_count(1)  # one task's core
     pa.set_io_thread_count(1)
-    default = FileFormatFactory.get(FileFormat.PARQUET)
-    assert type(default) is ParquetFormatModel
+    before = FileFormatFactory.get(FileFormat.PARQUET)  # this process may have installed the choice already
+    default = ParquetFormatModel()  # pyiceberg's own: pyarrow's default dictionaries
     dictionaries.install()
     chosen = FileFormatFactory.get(FileFormat.PARQUET)
+    assert getattr(chosen, "chooses_dictionaries", False)
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="kafka-iceberg-dicts-") as directory:
@@ -120,7 +121,7 @@ def main() -> None:
                     flush=True,
                 )
     finally:
-        FileFormatFactory._registry[FileFormat.PARQUET] = chosen
+        FileFormatFactory._registry[FileFormat.PARQUET] = before
     args.out.parent.mkdir(parents=True, exist_ok=True)
     machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()}
     args.out.write_text(json.dumps({"machine": machine, "repeat": args.repeat, "results": results}, indent=1) + "\n")

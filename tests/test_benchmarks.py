@@ -352,6 +352,9 @@ def test_the_dictionary_bench_writes_each_dataset_both_ways_and_records_the_rati
 
     from benchmarks import parquet_dictionaries
 
+    from kafka_iceberg.write import dictionaries
+
+    dictionaries.install()  # as any earlier write in this process would have
     out = tmp_path / "dictionaries.json"
     monkeypatch.setattr(sys, "argv", ["parquet_dictionaries.py", "--rows", "400", "--repeat", "1", "--out", str(out)])
     parquet_dictionaries.main()

@@ -577,15 +577,13 @@ def _few(count: int, size: int) -> bool:
     return count <= FEW_FAILURES and size <= FEW_FAILURE_BYTES
 
 
-@dataclass(frozen=True)
-class ParsedBatch:
-    """What the job brought back: the certified records' files (not committed) and counts, and the rest."""
+@dataclass(frozen=True, kw_only=True)
+class _Parsed:
+    """What a job of tasks that parse brought back besides what they made: counts and the records left."""
 
-    files: list[WrittenFile]
-    stats: dict[str, Any]  # checks.labels.merged_stats of the certified records written (warn violations counted)
+    stats: dict[str, Any]  # checks.labels.merged_stats of the certified records (warn violations counted)
     left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
     left_count: int  # how many
-    unseen: frozenset[int] = frozenset()  # schema ids the codec did not know (their records are in ``left``)
     nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
     left_bytes: int = 0  # their size in Arrow
     errors: tuple[Row, ...] = ()  # records the tasks found to be errors (error-row shape), counted in ``stats``
@@ -595,6 +593,14 @@ class ParsedBatch:
     def few_left(self) -> bool:
         """Whether the records left are few enough to be brought to the driver (:func:`_few`)."""
         return _few(self.left_count, self.left_bytes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParsedBatch(_Parsed):
+    """What the job brought back: the certified records' files (not committed) and counts, and the rest."""
+
+    files: list[WrittenFile]
+    unseen: frozenset[int] = frozenset()  # schema ids the codec did not know (their records are in ``left``)
 
 
 def write_where_parsed(
@@ -623,26 +629,17 @@ def write_where_parsed(
     unseen, nested = frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED))
     errors, quarantined = tuple(leaving(head, "error")), tuple(leaving(head, "quarantine"))
     left_bytes = stats.pop(_LEFT_BYTES)
-    return ParsedBatch(written_files(head), stats, rest, left, unseen, nested, left_bytes, errors, quarantined)
+    return ParsedBatch(
+        files=written_files(head), stats=stats, left=rest, left_count=left, unseen=unseen, nested=nested,
+        left_bytes=left_bytes, errors=errors, quarantined=quarantined,
+    )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class ParsedRows:
+@dataclass(frozen=True, kw_only=True)
+class ParsedRows(_Parsed):
     """What the job brought back for a MERGE: the certified records' rows and counts, and the rest."""
 
     rows: DataFrame  # the certified records as rows of the given columns (cached), ``_ki_tombstone`` false
-    stats: dict[str, Any]  # as ParsedBatch's
-    left: DataFrame | None  # the records left to Spark's decoder, Kafka-shaped (cached); None when none
-    left_count: int  # how many
-    nested: frozenset[str] = frozenset()  # flatten string columns found holding objects or arrays
-    left_bytes: int = 0  # their size in Arrow
-    errors: tuple[Row, ...] = ()  # records the tasks found to be errors (error-row shape), counted in ``stats``
-    quarantined: tuple[Row, ...] = ()  # records the tasks quarantined (error-row shape), counted in ``stats``
-
-    @property
-    def few_left(self) -> bool:
-        """Whether the records left are few enough to be brought to the driver (:func:`_few`)."""
-        return _few(self.left_count, self.left_bytes)
 
 
 def rows_where_parsed(
@@ -689,7 +686,10 @@ def rows_where_parsed(
     )
     nested, left_bytes = frozenset(stats.pop(_NESTED)), stats.pop(_LEFT_BYTES)
     errors, quarantined = tuple(leaving(head, "error")), tuple(leaving(head, "quarantine"))
-    return ParsedRows(rows, stats, rest, left, nested, left_bytes, errors, quarantined)
+    return ParsedRows(
+        rows=rows, stats=stats, left=rest, left_count=left, nested=nested, left_bytes=left_bytes, errors=errors,
+        quarantined=quarantined,
+    )  # fmt: skip
 
 
 def _part(
