@@ -45,26 +45,33 @@ def table_rows(fmt: str, size: str, rows: int) -> Any:
     return pa.table({**{c: kafka.column(c) for c in HEAD}, **payload})
 
 
-def write_cpu(rows: Any, model: Any, directory: str) -> tuple[float, int]:
-    """CPU seconds of pyiceberg writing ``rows`` as one table's data files with Parquet ``model``; their bytes."""
-    import uuid
-
-    from pyiceberg.io.fileformat import FileFormatFactory
-    from pyiceberg.io.pyarrow import PyArrowFileIO, _ConvertToIcebergWithoutIDs, _dataframe_to_data_files, visit_pyarrow
-    from pyiceberg.manifest import FileFormat
+def as_table(rows: Any, directory: str) -> tuple[Any, Any]:
+    """An unpartitioned zstd table's metadata for ``rows`` (under ``directory``), and the rows in its schema."""
+    from pyiceberg.io.pyarrow import _ConvertToIcebergWithoutIDs, visit_pyarrow
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
     from pyiceberg.schema import assign_fresh_schema_ids
     from pyiceberg.table.metadata import new_table_metadata
     from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
     schema = assign_fresh_schema_ids(visit_pyarrow(rows.schema, _ConvertToIcebergWithoutIDs()))
-    location = f"file://{directory}/{uuid.uuid4().hex}"
     props = {"write.parquet.compression-codec": "zstd"}
-    metadata = new_table_metadata(schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, props)
-    data = rows.cast(metadata.schema().as_arrow())
+    metadata = new_table_metadata(
+        schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, f"file://{directory}", props
+    )
+    return metadata, rows.cast(metadata.schema().as_arrow())
+
+
+def write_cpu(metadata: Any, data: Any, model: Any) -> tuple[float, int]:
+    """CPU seconds of pyiceberg writing ``data`` as the table's data files with Parquet ``model``; their bytes."""
+    import uuid
+
+    from pyiceberg.io.fileformat import FileFormatFactory
+    from pyiceberg.io.pyarrow import PyArrowFileIO, _dataframe_to_data_files
+    from pyiceberg.manifest import FileFormat
+
     FileFormatFactory._registry[FileFormat.PARQUET] = model
     start = time.process_time()
-    files = list(_dataframe_to_data_files(metadata, data, PyArrowFileIO()))
+    files = list(_dataframe_to_data_files(metadata, data, PyArrowFileIO(), write_uuid=uuid.uuid4()))
     return time.process_time() - start, sum(f.file_size_in_bytes for f in files)
 
 
@@ -93,11 +100,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="kafka-iceberg-dicts-") as directory:
             for fmt, size in DATASETS:
                 rows = table_rows(fmt, size, args.rows)
+                metadata, data = as_table(rows, f"{directory}/{fmt}_{size}")
                 times: dict[str, list[float]] = {"default": [], "chosen": []}
                 sizes: dict[str, int] = {}
                 for _ in range(args.repeat):
                     for label, model in (("default", default), ("chosen", chosen)):
-                        seconds, size_bytes = write_cpu(rows, model, directory)
+                        seconds, size_bytes = write_cpu(metadata, data, model)
                         times[label].append(seconds)
                         sizes[label] = size_bytes
                 best = {label: min(values) for label, values in times.items()}
