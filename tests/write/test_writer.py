@@ -13,6 +13,7 @@ import pytest
 
 from kafka_iceberg.errors import ConfigError, SchemaMismatchError
 from kafka_iceberg.write import TableWriter
+from kafka_iceberg.write.jvm import IcebergTable
 from tests.write.conftest import BASE_SCHEMA, files_table, make_spec, marker, rows, summaries
 from tests.write.test_marker_and_retries import conflict
 
@@ -76,6 +77,38 @@ def test_names_with_hyphens_are_refused_before_anything_happens(spark, files_cat
     spec = make_spec().model_copy(update={"name": "orders-v2"})
     with pytest.raises(ConfigError, match="'-'"):
         TableWriter(spark, files_catalog, spec, pipeline_id="shop")
+
+
+def test_a_table_another_session_dropped_is_created_again_by_the_next_commit(spark, new_writer):
+    writer = new_writer()
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    other = spark.newSession()  # a catalog of its own: this session's still caches the table
+    for row in spark.sql("SET").collect():
+        if row.key.startswith(f"spark.sql.catalog.{writer.catalog}"):
+            other.conf.set(row.key, row.value)
+    other.sql(f"DROP TABLE {writer.quoted}")
+    assert spark.catalog.tableExists(writer.table)  # what Spark's cache says, and what the writer must not believe
+
+    with writer.batch():
+        assert not writer.exists() and writer.last_commit("orders") is None
+        writer.commit(df(spark, [(2, "b", "x", 1)]), marker(1))
+    table = files_table(writer)
+    assert [r["id"] for r in rows(table)] == [2]
+    assert [marker_of(s) for s in summaries(table)] == [("shop", "orders", "1", '{"orders":{"0":2}}')]
+
+
+def test_a_table_that_fails_to_load_for_another_reason_is_not_taken_for_dropped(spark, new_writer, monkeypatch):
+    writer = new_writer()
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+
+    def unreachable(self):
+        raise RuntimeError("catalog unreachable")
+
+    monkeypatch.setattr(IcebergTable, "refresh", unreachable)
+    with pytest.raises(RuntimeError, match="catalog unreachable"):
+        writer.exists()
+    monkeypatch.undo()
+    assert [r["id"] for r in rows(files_table(writer))] == [1]
 
 
 # -- schema evolution ----------------------------------------------------------------------------

@@ -148,10 +148,38 @@ class TableWriter:
 
     # -- table management --------------------------------------------------------------------------
     def exists(self) -> bool:
-        """Whether the table exists in the catalog (known without asking once this batch loaded it)."""
+        """Whether the table exists in the catalog (known without asking once this batch loaded it).
+
+        A table the catalog names is loaded to be sure of it: Spark's catalog caches tables, so a
+        table another client dropped while the job ran is still named for a while, and only loading
+        it tells. Such a table does not exist: the batch creates it again, as a restarted job would.
+        """
         if self._loaded:
             return True
-        return bool(self.spark.catalog.tableExists(self.table))
+        if not self.spark.catalog.tableExists(self.table):
+            return False
+        try:
+            self._table()
+        except Exception:
+            if not self._dropped():
+                raise
+            return False
+        return True
+
+    def _dropped(self) -> bool:
+        """Whether the table is gone from the catalog, asked again past Spark's cached instance."""
+        self._forget()
+        try:
+            self.spark.catalog.refreshTable(self.table)  # forgets Spark's cached instance of the table
+        except Exception:  # the cache had let it go already: nothing to forget
+            log.debug("table %s: no cached instance to forget", self.table)
+        if self.spark.catalog.tableExists(self.table):
+            return False
+        log.warning(
+            "table %s was dropped while the job ran: it is created again, holding this batch's records "
+            "onwards; what the dropped table held is not in it", self.table,
+        )  # fmt: skip
+        return True
 
     def current_schema(self) -> StructType | None:
         """The table's schema (as this batch loaded it, :meth:`batch`), or None when there is no table."""

@@ -1,0 +1,64 @@
+"""A table another client drops while the job runs is created again by the next batch.
+
+Spark's catalog caches the tables it loaded, so for a while it still names a table that is gone;
+the batch must find that out and create the table, as a restarted job would, on every writer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from tests.support.kafka import produce
+from tests.support.run import run_pipeline, unique
+
+pytestmark = pytest.mark.integration
+
+
+class DropAfterFirstBatch:
+    """An event log that drops the table through pyiceberg, another client, once the first batch is in."""
+
+    def __init__(self, catalog, identifier):
+        self.catalog, self.identifier, self.dropped = catalog, identifier, []
+
+    def on_batch(self, report):
+        if report.batch_id == 0 and report.committed:
+            self.dropped.append(self.catalog.load_table(self.identifier).current_snapshot().snapshot_id)
+            self.catalog.drop_table(self.identifier)
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("engine", ["spark", "arrow"])
+def test_the_batch_after_a_drop_creates_the_table_again_with_its_records(tmp_path, lake, stack, engine, caplog):
+    ns, topic = unique("dropped"), unique("items")
+    values = [{"id": i, "name": f"n{i}"} for i in range(4)]
+    produce(stack.kafka_bootstrap, topic, [(None, json.dumps(v)) for v in values], partition=0)
+    catalog = lake.pyiceberg()
+    dropper = DropAfterFirstBatch(catalog, f"{ns}.items")
+    with caplog.at_level(logging.WARNING, logger="kafka_iceberg.write.writer"):
+        ran = run_pipeline(
+            tmp_path,
+            f"""
+pipeline: dropped
+catalog: lake
+tables:
+  - name: items
+    namespace: {ns}
+    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 2}}
+    write: {{engine: {engine}}}
+    partition_window: none
+""",
+            event_log=dropper,
+        )
+    assert [r.committed for r in ran.reports] == [True, True] and len(dropper.dropped) == 1
+    table = catalog.load_table(f"{ns}.items")
+    assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == [2, 3]  # the second batch's records
+    assert [s.summary.get("kafka-iceberg.batch-id") for s in table.snapshots()] == ["1"]
+    assert table.snapshots()[0].summary.get("kafka-iceberg.offsets") == json.dumps(
+        {topic: {"0": 4}}, separators=(",", ":")
+    )
+    assert any("was dropped while the job ran" in r.getMessage() for r in caplog.records)
