@@ -59,3 +59,11 @@ def rows(table: Any, key: str = "id") -> list[dict[str, Any]]:
 def summaries(table: Any) -> list[dict[str, str]]:
     """Snapshot summaries of a pyiceberg table, oldest first."""
     return [dict(s.summary.additional_properties, operation=s.summary.operation.value) for s in table.snapshots()]
+
+
+def column_encodings(parquet: Any) -> dict[str, set[str]]:
+    """The Parquet encodings of each column of a file's first row group, by the column's path."""
+    import pyarrow.parquet as pq
+
+    chunks = pq.ParquetFile(parquet).metadata.row_group(0)
+    return {chunks.column(i).path_in_schema: set(chunks.column(i).encodings) for i in range(chunks.num_columns)}

@@ -18,6 +18,7 @@ from kafka_iceberg.write.jvm import IcebergTable
 from tests.support.kafka import produce
 from tests.support.run import run_pipeline, unique
 from tests.support.verify import assert_verified
+from tests.write.conftest import column_encodings
 
 pytestmark = pytest.mark.integration
 
@@ -382,8 +383,6 @@ def test_the_arrow_writer_gives_a_dictionary_only_where_it_pays_as_sparks_writer
     import io
     import uuid
 
-    import pyarrow.parquet as pq
-
     ns, topic = unique("dicts"), unique("events")
     rng = random.Random(3)
     docs = [
@@ -410,10 +409,7 @@ def test_the_arrow_writer_gives_a_dictionary_only_where_it_pays_as_sparks_writer
         (f,) = files_of(table)
         assert f["record_count"] == 3000
         with table.io.new_input(f["file_path"]).open() as stream:
-            chunks = pq.ParquetFile(io.BytesIO(stream.read())).metadata.row_group(0)
-        return f["file_size_in_bytes"], {
-            chunks.column(i).path_in_schema: set(chunks.column(i).encodings) for i in range(chunks.num_columns)
-        }
+            return f["file_size_in_bytes"], column_encodings(io.BytesIO(stream.read()))
 
     spark_size, spark_encodings = the_file("spark")
     arrow_size, arrow_encodings = the_file("arrow")

@@ -6,9 +6,9 @@ import decimal
 import uuid
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from kafka_iceberg.write.dictionaries import dictionary_columns, install
+from tests.write.conftest import column_encodings
 
 
 def test_a_dictionary_where_at_most_half_the_sampled_values_are_distinct_at_any_depth():
@@ -59,8 +59,14 @@ def test_pyiceberg_writes_with_the_chosen_dictionaries_and_keeps_its_statistics(
         {"id": pa.array(range(3000), pa.int64()), "city": [("Berlin", "Paris")[i % 2] for i in range(3000)]}
     )
     (written,) = _dataframe_to_data_files(metadata, data, PyArrowFileIO())
-    chunks = pq.ParquetFile(written.file_path.removeprefix("file://")).metadata.row_group(0)
-    encodings = {chunks.column(i).path_in_schema: set(chunks.column(i).encodings) for i in range(chunks.num_columns)}
+    encodings = column_encodings(written.file_path.removeprefix("file://"))
     assert "RLE_DICTIONARY" in encodings["city"] and "RLE_DICTIONARY" not in encodings["id"]
     assert written.record_count == 3000 and written.value_counts == {1: 3000, 2: 3000}
     assert written.lower_bounds and written.upper_bounds
+
+
+def test_a_column_arrow_cannot_count_keeps_pyarrows_own_choice_a_dictionary():
+    # Arrow has no distinct count for dictionary arrays: such a column stays one, all values distinct or not.
+    n = 1000
+    table = pa.table({"topic": pa.array([f"t{i}" for i in range(n)]).dictionary_encode(), "id": pa.array(range(n))})
+    assert dictionary_columns(table) == ["topic"]
