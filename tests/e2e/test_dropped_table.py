@@ -62,3 +62,31 @@ tables:
         {topic: {"0": 4}}, separators=(",", ":")
     )
     assert any("was dropped while the job ran" in r.getMessage() for r in caplog.records)
+
+
+def test_a_dropped_quarantine_table_is_created_again_with_the_next_batchs_quarantined_records(tmp_path, lake, stack):
+    ns, topic = unique("dropped_q"), unique("items")
+    values = [{"id": 0}, {"id": -1}, {"id": 2}, {"id": -3}]  # a quarantined record in each batch of two
+    produce(stack.kafka_bootstrap, topic, [(None, json.dumps(v)) for v in values], partition=0)
+    catalog = lake.pyiceberg()
+    dropper = DropAfterFirstBatch(catalog, f"{ns}.items_bad")
+    ran = run_pipeline(
+        tmp_path,
+        f"""
+pipeline: dropped
+catalog: lake
+tables:
+  - name: items
+    namespace: {ns}
+    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 2}}
+    partition_window: none
+    expectations:
+      not_negative: {{expr: 'id >= 0', on_violation: quarantine}}
+    errors: {{quarantine_table: {ns}.items_bad}}
+""",
+        event_log=dropper,
+    )
+    assert [r.committed for r in ran.reports] == [True, True] and len(dropper.dropped) == 1
+    assert sorted(r["id"] for r in catalog.load_table(f"{ns}.items").scan().to_arrow().to_pylist()) == [0, 2]
+    quarantine = catalog.load_table(f"{ns}.items_bad").scan().to_arrow().to_pylist()
+    assert [(r["offset"], r["_batch_id"]) for r in quarantine] == [(3, 1)]  # the record of batch 1 only
