@@ -20,6 +20,7 @@ from kafka_iceberg.local.profile import local_catalog_profile
 from kafka_iceberg.run.batch import BatchProcessor
 from kafka_iceberg.session import attach_catalogs
 from kafka_iceberg.spec.model import TableSpec
+from kafka_iceberg.write import TableWriter
 from kafka_iceberg.write.marker import BATCH_ID_KEY
 from tests.decode.conftest import KAFKA_SCHEMA, Msg, kafka_rows
 from tests.support.http_count import CountingProxy
@@ -139,3 +140,21 @@ def test_a_batch_that_quarantines_loads_the_quarantine_table_twice_and_commits_o
     quarantined = lake.pyiceberg().load_table(f"{ns}.events_quarantine").scan().to_arrow()
     assert sorted(quarantined.column("offset").to_pylist()) == [1, 3, 11, 13, 21, 23]
     assert lake.pyiceberg().load_table(f"{ns}.events_quarantine").current_snapshot().summary[BATCH_ID_KEY] == "2"
+
+
+def test_a_dry_run_plan_of_an_existing_table_loads_it_once(lake, proxy):
+    """``kafka-iceberg plan`` plans each table inside ``TableWriter.batch()`` (``run/planning.py``): whether
+    the table exists and what it holds come from one load (three outside it, since ``exists`` loads)."""
+    ns = lake.new_namespace("reqp")
+    spec = TableSpec.model_validate(
+        {"name": "events", "namespace": ns, "source": {"topics": ["t"], "format": "json"}, "partition_window": "none"}
+    )
+    writer = TableWriter(lake.spark, QUIET, spec, pipeline_id="unit")
+    writer.apply(writer.plan(batch(lake.spark, 0).schema))
+    lake.spark.catalog.tableExists(writer.table)  # Spark's catalog caches the table, as a session that saw it has
+    proxy.take()
+
+    with writer.batch():
+        assert writer.exists() and not writer.plan(batch(lake.spark, 0).schema).changes
+    table = f"{ns}/tables/events"
+    assert [(m, p.split("/namespaces/", 1)[1]) for m, p in proxy.take()] == [("GET", table)]
