@@ -142,9 +142,10 @@ def test_a_batch_that_quarantines_loads_the_quarantine_table_twice_and_commits_o
     assert lake.pyiceberg().load_table(f"{ns}.events_quarantine").current_snapshot().summary[BATCH_ID_KEY] == "2"
 
 
-def test_a_dry_run_plan_of_an_existing_table_loads_it_once(lake, proxy):
-    """``kafka-iceberg plan`` plans each table inside ``TableWriter.batch()`` (``run/planning.py``): whether
-    the table exists and what it holds come from one load (three outside it, since ``exists`` loads)."""
+def test_planning_or_resuming_an_existing_table_loads_it_once(lake, proxy):
+    """``kafka-iceberg plan`` plans each table inside ``TableWriter.batch()`` (``run/planning.py``), and a
+    run resumes each stream inside it: whether the table exists and what it holds come from one load
+    (two or three outside it, since ``exists`` loads the table)."""
     ns = lake.new_namespace("reqp")
     spec = TableSpec.model_validate(
         {"name": "events", "namespace": ns, "source": {"topics": ["t"], "format": "json"}, "partition_window": "none"}
@@ -152,9 +153,12 @@ def test_a_dry_run_plan_of_an_existing_table_loads_it_once(lake, proxy):
     writer = TableWriter(lake.spark, QUIET, spec, pipeline_id="unit")
     writer.apply(writer.plan(batch(lake.spark, 0).schema))
     lake.spark.catalog.tableExists(writer.table)  # Spark's catalog caches the table, as a session that saw it has
+    table = f"{ns}/tables/events"
     proxy.take()
 
     with writer.batch():
         assert writer.exists() and not writer.plan(batch(lake.spark, 0).schema).changes
-    table = f"{ns}/tables/events"
+    assert [(m, p.split("/namespaces/", 1)[1]) for m, p in proxy.take()] == [("GET", table)]
+
+    assert BatchProcessor(lake.spark, "unit", spec, QUIET).resume(STREAM) is None  # no marker yet
     assert [(m, p.split("/namespaces/", 1)[1]) for m, p in proxy.take()] == [("GET", table)]
