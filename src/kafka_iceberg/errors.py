@@ -165,6 +165,21 @@ class RecordError(KafkaIcebergError):
         self.reason = reason
 
 
+class DataLossError(KafkaIcebergError):
+    """Records the run had not read yet are gone from Kafka, and ``kafka.fail_on_data_loss`` is true."""
+
+    @classmethod
+    def of(cls, what: str, settings_file: str) -> DataLossError:
+        """The error for ``what`` is gone, with what happened to the table and how to go on."""
+        where = settings_file or "the environment file"
+        return cls(
+            f"DATA LOSS: {what}. Records this job had not read yet are no longer in Kafka (retention "
+            "removed them, or the topic was deleted and created again); nothing after the last commit "
+            "was written. To skip what is gone and read on, set kafka.fail_on_data_loss: false in "
+            f"{where}: each range skipped is then logged."
+        )
+
+
 class RegistryUnavailableError(KafkaIcebergError):
     """The schema registry did not answer (or answered with a server error) through every retry."""
 

@@ -8,6 +8,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kafka_iceberg.errors import DataLossError
 from kafka_iceberg.records import KAFKA_SCHEMA_DDL
 from kafka_iceberg.source.direct import DirectReader
 from kafka_iceberg.spec.model import SourceSpec
@@ -213,3 +214,66 @@ def test_a_transactional_topic_is_caught_up_past_its_last_marker(spark, stack, t
     r.close()
     assert [x.value for x in batch.frame.collect()] == [f"v{i}".encode() for i in range(5)]
     assert counting.empty_polls_at_the_end() < 10, counting.polls
+
+
+def _trim(stack, topic, before):
+    """Delete a partition's records below ``before``, as retention does."""
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, before)]).values():
+        future.result(timeout=30)
+
+
+@pytest.fixture
+def trimmed(stack):
+    """A topic whose offsets 0-7 are gone (deleted as retention deletes), 8-11 left."""
+    topic = f"direct_gone_{uuid.uuid4().hex[:6]}"
+    produce(stack.kafka_bootstrap, topic, [(None, f"v{i}") for i in range(12)], partition=0)
+    _trim(stack, topic, 8)
+    return topic
+
+
+def test_resuming_below_what_kafka_still_holds_is_data_loss_named_with_its_offsets(spark, stack, tmp_path, trimmed):
+    r = reader(spark, stack, tmp_path, topics=[trimmed])
+    r.settings_file = "environments/prod.yml"
+    with pytest.raises(DataLossError) as err:
+        r.open(resume={trimmed: {0: 4}}, drain=True)
+    r.close()
+    assert f"{trimmed}[0] offsets 4-7 are gone (the partition now starts at 8)" in str(err.value)
+    assert "kafka.fail_on_data_loss: false in environments/prod.yml" in str(err.value)
+
+
+def test_with_fail_on_data_loss_off_the_reader_skips_what_is_gone_and_says_so(spark, stack, tmp_path, trimmed, caplog):
+    r = reader(spark, stack, tmp_path, topics=[trimmed])
+    r.fail_on_data_loss = False
+    with caplog.at_level("WARNING", logger="kafka_iceberg.source.direct"):
+        r.open(resume={trimmed: {0: 4}}, drain=True)
+        rows = [row for b in drain(r) for row in b.frame.collect()]
+    r.close()
+    assert [x.offset for x in rows] == [8, 9, 10, 11]
+    assert any(f"{trimmed}[0] offsets 4-7 are gone" in m and "skipped" in m for m in caplog.messages)
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_records_deleted_while_the_reader_waits_for_them_are_data_loss_too(spark, stack, tmp_path, fail, caplog):
+    # Assigned at offset 4 while 4 is still the end; the records 4-11 come and 4-7 go before the
+    # reader fetches (its partition paused meanwhile): the broker refuses offset 4.
+    topic = f"direct_gone_{uuid.uuid4().hex[:6]}"
+    produce(stack.kafka_bootstrap, topic, [(None, f"v{i}") for i in range(4)], partition=0)
+    r = reader(spark, stack, tmp_path, topics=[topic])
+    r.fail_on_data_loss = fail
+    r.open(resume={topic: {0: 4}})
+    r._consumer.pause([TopicPartition(topic, 0)])
+    produce(stack.kafka_bootstrap, topic, [(None, f"v{i}") for i in range(4, 12)], partition=0)
+    _trim(stack, topic, 8)
+    r._consumer.resume([TopicPartition(topic, 0)])
+    try:
+        if fail:
+            with pytest.raises(DataLossError, match=rf"{topic}\[0\] offsets 4-7 are gone"):
+                r.next_batch(timeout=10)
+        else:
+            with caplog.at_level("WARNING", logger="kafka_iceberg.source.direct"):
+                batch = r.next_batch(timeout=10)
+            assert [x.offset for x in batch.frame.collect()] == [8, 9, 10, 11] and batch.offsets == {topic: {0: 12}}
+            assert any("offsets 4-7 are gone" in m for m in caplog.messages)
+    finally:
+        r.close()

@@ -124,7 +124,9 @@ def run_direct(
 
     def reader(p: BatchProcessor) -> DirectReader:
         group = f"kafka-iceberg.{p.pipeline}.{p.spec.identifier}"
-        return DirectReader(spark, p.spec.source, dict(kafka["consumer"]), dict(kafka["admin"]), group, staging)
+        return DirectReader(spark, p.spec.source, dict(kafka["consumer"]), dict(kafka["admin"]), group, staging,
+                            fail_on_data_loss=prepared.env.kafka.fail_on_data_loss,
+                            settings_file=prepared.env.source_file)  # fmt: skip
 
     tables = [DirectTable(p, reader(p)) for p in processors]
     continuous = [t for t in tables if t.processor.spec.trigger.processing_time]

@@ -15,7 +15,7 @@ from kafka_iceberg.run.planning import TableRun
 from kafka_iceberg.run.prepared import Prepared
 from kafka_iceberg.session import attach_resolved
 from kafka_iceberg.source.replay import replay_stream
-from kafka_iceberg.source.spark_kafka import kafka_stream
+from kafka_iceberg.source.spark_kafka import kafka_stream, spark_data_loss
 from kafka_iceberg.spec.model import Trigger
 
 if TYPE_CHECKING:
@@ -136,6 +136,10 @@ def run_streaming(
                     break
             error = running.error()
             if error is not None:
+                spark_source = prepared.env.kafka.reader == "spark"
+                lost = spark_data_loss(error, prepared.env.source_file) if spark_source else None
+                if lost is not None:
+                    raise lost from error
                 raise error
             if running.query.lastProgress:  # the listener's copy of it may still be on its way
                 record_progress(metrics, (p.pipeline, p.spec.identifier), running.query.lastProgress)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafka_iceberg.errors import DataLossError
 from kafka_iceberg.spec.model import SourceSpec
 
 if TYPE_CHECKING:
@@ -103,6 +104,8 @@ class DirectReader:
     admin_config: Mapping[str, str] = field(repr=False)
     group_id: str
     staging_dir: Path
+    fail_on_data_loss: bool = True  # ``kafka.fail_on_data_loss``: records gone from Kafka stop the run
+    settings_file: str = ""  # the environment file that sets it, for the error's advice
     _consumer: Any = field(default=None, repr=False)
     _admin: Any = field(default=None, repr=False)
     _positions: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -131,11 +134,18 @@ class DirectReader:
                 "group.id": self.group_id,
                 "enable.auto.commit": "false",
                 "enable.auto.offset.store": "false",
-                "auto.offset.reset": "earliest",
+                # Every partition is assigned at an explicit offset, so the broker refuses one only
+                # when its records are gone: librdkafka reports it (_AUTO_OFFSET_RESET) instead of
+                # silently reading on from elsewhere, and the reader decides (:meth:`_gone`).
+                "auto.offset.reset": "error",
             }
         )
         self.staging_dir.mkdir(parents=True, exist_ok=True)
-        highs = self._assign(resume or {})
+        try:
+            highs = self._assign(resume or {})
+        except BaseException:  # records gone, the broker away: no consumer left behind retrying it
+            self.close()
+            raise
         if drain:
             self._targets = highs
 
@@ -184,6 +194,8 @@ class DirectReader:
                 position = low
             elif position == _OFFSET_END:
                 position = high
+            elif not low <= position <= high:
+                position = self._gone(topic, partition, position, low, high)
             self._positions[(topic, partition)] = position
             assignment.append(TopicPartition(topic, partition, position))
         if assignment:
@@ -209,6 +221,43 @@ class DirectReader:
             self.check_broker()
             raise
         return int(low), int(high)
+
+    def _gone(self, topic: str, partition: int, position: int, low: int, high: int) -> int:
+        """Where to read ``topic[partition]`` on from when ``position`` is outside ``[low, high]``.
+
+        Below ``low``, retention or ``delete_records`` removed records this job had not read; above
+        ``high``, the partition was truncated or the topic deleted and created again. Either way the
+        records in between are lost to the table: an error unless ``fail_on_data_loss`` is false,
+        when the reader logs the range and goes on from the partition's first offset, as Spark's
+        Kafka source does.
+
+        Raises:
+            DataLossError: ``fail_on_data_loss`` is true.
+        """
+        if position < low:
+            what = f"{topic}[{partition}] offsets {position}-{low - 1} are gone (the partition now starts at {low})"
+        else:
+            what = f"{topic}[{partition}] ends at offset {high}, before offset {position} this job reads next"
+        if self.fail_on_data_loss:
+            raise DataLossError.of(what, self.settings_file)
+        log.warning("kafka: %s; skipped (kafka.fail_on_data_loss: false), reading on from offset %d", what, low)
+        return low
+
+    def _fetch_error(self, msg: Any) -> None:
+        """A fetch error librdkafka delivered as a message: records gone since assignment, or logged."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if msg.error().code() != KafkaError._AUTO_OFFSET_RESET:
+            log.warning("kafka: %s", msg.error())
+            return
+        tp = (msg.topic(), msg.partition())
+        low, high = self._watermarks(*tp)
+        position = self._gone(*tp, self._positions.get(tp, msg.offset()), low, high)
+        self._positions[tp] = position
+        # A partition whose offset the broker refused takes no seek (librdkafka: erroneous state):
+        # it is assigned again, at the offset to read on from.
+        self._consumer.incremental_unassign([TopicPartition(*tp)])
+        self._consumer.incremental_assign([TopicPartition(*tp, position)])
 
     def check_broker(self) -> None:
         """Ask the broker for metadata: raises ``KafkaException`` when it does not answer.
@@ -247,7 +296,7 @@ class DirectReader:
             chunk = self._consumer.consume(num_messages=wanted, timeout=min(_SLICE_S, left))
             for msg in chunk:
                 if msg.error():
-                    log.warning("kafka: %s", msg.error())
+                    self._fetch_error(msg)
                     continue
                 tp = (msg.topic(), msg.partition())
                 if self._targets is not None and msg.offset() >= self._targets.get(tp, 0):
