@@ -25,11 +25,11 @@ def kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
 # that says what is lost is one of these (KafkaDataConsumer, KafkaMicroBatchStream in Spark 3.5).
 _SPARK_DATA_LOSS_ADVICE = "failOnDataLoss"
 _SPARK_DATA_LOSS = re.compile(
-    r"(Cannot fetch (?:offset|records in)[^()]*\([^)]*\)"
+    r"(Cannot fetch (?:offset \d+|records in \[\d+, \d+\)) \([^)]*\)"
     r"|Partition \S+ offset was changed from \d+ to \d+"
     r"|Added partition \S+ starts from \d+ instead of 0"
-    r"|Cannot find earliest offsets of [^.]*"
-    r"|Partitions? [^.]* (?:are|is) gone)"
+    r"|Cannot find earliest offsets of Set\([^)]*\)"
+    r"|Set\([^)]*\) are gone)"
 )
 
 
