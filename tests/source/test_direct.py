@@ -277,3 +277,20 @@ def test_records_deleted_while_the_reader_waits_for_them_are_data_loss_too(spark
             assert any("offsets 4-7 are gone" in m for m in caplog.messages)
     finally:
         r.close()
+
+
+def test_a_topic_created_again_behind_the_recorded_offsets_is_data_loss(spark, stack, tmp_path):
+    # The table recorded offset 12 as partition 1's next; it now holds 2 records: deleted and created again.
+    topic = f"direct_again_{uuid.uuid4().hex[:6]}"
+    create_topic(stack.kafka_bootstrap, topic, partitions=2)
+    produce(stack.kafka_bootstrap, topic, [(None, f"v{i}") for i in range(4)], partition=0)
+    produce(stack.kafka_bootstrap, topic, [(None, f"v{i}") for i in range(2)], partition=1)
+    r = reader(spark, stack, tmp_path, topics=[topic])
+    with pytest.raises(DataLossError, match=rf"{topic}\[1\] ends at offset 2, before offset 12 this job reads next"):
+        r.open(resume={topic: {0: 1, 1: 12}}, drain=True)
+    r.fail_on_data_loss = False  # opened again: every partition assigned afresh, partition 0 too
+    r.open(resume={topic: {0: 1, 1: 12}}, drain=True)
+    rows = [row for b in drain(r) for row in b.frame.collect()]
+    r.close()
+    # partition 1 read again from its start, as Spark's source does
+    assert sorted((x.partition, x.offset) for x in rows) == [(0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]

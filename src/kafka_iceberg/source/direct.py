@@ -141,6 +141,7 @@ class DirectReader:
             }
         )
         self.staging_dir.mkdir(parents=True, exist_ok=True)
+        self._positions, self._targets = {}, None  # a new consumer: every partition assigned afresh
         try:
             highs = self._assign(resume or {})
         except BaseException:  # records gone, the broker away: no consumer left behind retrying it
