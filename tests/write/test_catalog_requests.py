@@ -142,10 +142,11 @@ def test_a_batch_that_quarantines_loads_the_quarantine_table_twice_and_commits_o
     assert lake.pyiceberg().load_table(f"{ns}.events_quarantine").current_snapshot().summary[BATCH_ID_KEY] == "2"
 
 
-def test_planning_or_resuming_an_existing_table_loads_it_once(lake, proxy):
-    """``kafka-iceberg plan`` plans each table inside ``TableWriter.batch()`` (``run/planning.py``), and a
-    run resumes each stream inside it: whether the table exists and what it holds come from one load
-    (two or three outside it, since ``exists`` loads the table)."""
+def test_each_read_outside_a_batch_loads_the_table_once(lake, proxy):
+    """``exists`` loads a table the catalog names (a dropped one is only told apart so); each read
+    that asks it first (``plan``, as ``kafka-iceberg plan`` makes it; ``last_commit``, as a run
+    resumes a stream; ``current_schema``) runs inside ``TableWriter.batch()``, so that load is the
+    one it reads: one request each, not two."""
     ns = lake.new_namespace("reqp")
     spec = TableSpec.model_validate(
         {"name": "events", "namespace": ns, "source": {"topics": ["t"], "format": "json"}, "partition_window": "none"}
@@ -156,9 +157,12 @@ def test_planning_or_resuming_an_existing_table_loads_it_once(lake, proxy):
     table = f"{ns}/tables/events"
     proxy.take()
 
-    with writer.batch():
-        assert writer.exists() and not writer.plan(batch(lake.spark, 0).schema).changes
-    assert [(m, p.split("/namespaces/", 1)[1]) for m, p in proxy.take()] == [("GET", table)]
+    def requests():
+        return [(m, p.split("/namespaces/", 1)[1]) for m, p in proxy.take()]
 
+    assert not writer.plan(batch(lake.spark, 0).schema).changes
+    assert requests() == [("GET", table)]
     assert BatchProcessor(lake.spark, "unit", spec, QUIET).resume(STREAM) is None  # no marker yet
-    assert [(m, p.split("/namespaces/", 1)[1]) for m, p in proxy.take()] == [("GET", table)]
+    assert requests() == [("GET", table)]
+    assert writer.current_schema() is not None
+    assert requests() == [("GET", table)]

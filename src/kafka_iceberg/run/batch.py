@@ -212,8 +212,7 @@ class BatchProcessor:
 
     def resume(self, stream: str) -> CommitMarker | None:
         """The last commit of ``stream``; prepares error-topic de-duplication from it."""
-        with self.writer.batch():  # one load answers whether the table exists and what its markers hold
-            last = self.writer.last_commit(stream)
+        last = self.writer.last_commit(stream)
         self._error_offsets = {t: dict(p) for t, p in last.error_offsets.items()} if last else {}
         self._dropped = int(last.extra.get(DROPPED, "0")) if last else 0
         self._offsets = {t: dict(p) for t, p in last.offsets.items()} if last else {}

@@ -67,13 +67,11 @@ def plan_tables(prepared: Prepared, spark: SparkSession) -> list[TableRun]:
     for job in prepared.jobs:
         writer = TableWriter(spark, job.catalog, job.spec, pipeline_id=job.pipeline.pipeline)
         declared = payload_columns(job.spec, job.base_dir) is not None
-        with writer.batch():  # one load of the table answers whether it exists and what it holds
-            changes = writer.plan(expected_schema(spark, job)) if declared else None
         out.append(
             TableRun(
                 job=job,
                 writer=writer,
-                changes=changes,
+                changes=writer.plan(expected_schema(spark, job)) if declared else None,
                 source=dict(prepared.sources[job.key]),
                 checkpoint=None if direct else prepared.settings.checkpoints[job.key],
             )

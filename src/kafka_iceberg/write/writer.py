@@ -183,23 +183,25 @@ class TableWriter:
 
     def current_schema(self) -> StructType | None:
         """The table's schema (as this batch loaded it, :meth:`batch`), or None when there is no table."""
-        if not self.exists():
-            return None
-        return self._table().schema()
+        with self.batch():  # outside a batch too, the load that tells the table exists is the one read
+            if not self.exists():
+                return None
+            return self._table().schema()
 
     def _state(self) -> TableState:
-        if not self.exists():  # asked first: a table's namespace exists, so one question, not two, per batch
-            namespace_exists = bool(self.spark.catalog.databaseExists(f"{self.catalog}.{self.spec.namespace}"))
-            return TableState(namespace_exists=namespace_exists, exists=False)
-        t = self._table()
-        return TableState(
-            namespace_exists=True,
-            exists=True,
-            schema=t.schema(),
-            partition_fields=tuple(t.partition_fields()),
-            sort_fields=tuple(t.sort_fields()),
-            properties=t.properties(),
-        )
+        with self.batch():  # outside a batch too, the load that tells the table exists is the one read
+            if not self.exists():  # asked first: a table's namespace exists, so one question, not two, per batch
+                namespace_exists = bool(self.spark.catalog.databaseExists(f"{self.catalog}.{self.spec.namespace}"))
+                return TableState(namespace_exists=namespace_exists, exists=False)
+            t = self._table()
+            return TableState(
+                namespace_exists=True,
+                exists=True,
+                schema=t.schema(),
+                partition_fields=tuple(t.partition_fields()),
+                sort_fields=tuple(t.sort_fields()),
+                properties=t.properties(),
+            )
 
     def plan(self, schema: StructType) -> TablePlan:
         """What would be created or evolved so that a batch of ``schema`` can be committed; changes nothing.
@@ -303,10 +305,10 @@ class TableWriter:
         Raises:
             CommitMarkerError: the newest marker of the stream is malformed.
         """
-        if not self.exists():
-            return None
-        self._table()
-        found = self._markers(stream)
+        with self.batch():  # outside a batch too, the load that tells the table exists is the one read
+            if not self.exists():
+                return None
+            found = self._markers(stream)
         if found is None:
             return None
         try:
