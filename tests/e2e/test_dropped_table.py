@@ -32,6 +32,20 @@ class DropAfterFirstBatch:
         pass
 
 
+def run_dropping(tmp_path, dropper, ns, topic, settings):
+    """Run table ``items`` of ``topic`` in batches of two, plus ``settings`` (YAML lines), with ``dropper`` watching."""
+    yaml = f"""
+pipeline: dropped
+catalog: lake
+tables:
+  - name: items
+    namespace: {ns}
+    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 2}}
+    partition_window: none
+{settings}"""
+    return run_pipeline(tmp_path, yaml, event_log=dropper)
+
+
 @pytest.mark.parametrize("engine", ["spark", "arrow"])
 def test_the_batch_after_a_drop_creates_the_table_again_with_its_records(tmp_path, lake, stack, engine, caplog):
     ns, topic = unique("dropped"), unique("items")
@@ -40,20 +54,7 @@ def test_the_batch_after_a_drop_creates_the_table_again_with_its_records(tmp_pat
     catalog = lake.pyiceberg()
     dropper = DropAfterFirstBatch(catalog, f"{ns}.items")
     with caplog.at_level(logging.WARNING, logger="kafka_iceberg.write.writer"):
-        ran = run_pipeline(
-            tmp_path,
-            f"""
-pipeline: dropped
-catalog: lake
-tables:
-  - name: items
-    namespace: {ns}
-    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 2}}
-    write: {{engine: {engine}}}
-    partition_window: none
-""",
-            event_log=dropper,
-        )
+        ran = run_dropping(tmp_path, dropper, ns, topic, f"    write: {{engine: {engine}}}\n")
     assert [r.committed for r in ran.reports] == [True, True] and len(dropper.dropped) == 1
     table = catalog.load_table(f"{ns}.items")
     assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == [2, 3]  # the second batch's records
@@ -70,22 +71,11 @@ def test_a_dropped_quarantine_table_is_created_again_with_the_next_batchs_quaran
     produce(stack.kafka_bootstrap, topic, [(None, json.dumps(v)) for v in values], partition=0)
     catalog = lake.pyiceberg()
     dropper = DropAfterFirstBatch(catalog, f"{ns}.items_bad")
-    ran = run_pipeline(
-        tmp_path,
-        f"""
-pipeline: dropped
-catalog: lake
-tables:
-  - name: items
-    namespace: {ns}
-    source: {{topics: [{topic}], format: flatten, max_records_per_batch: 2}}
-    partition_window: none
-    expectations:
+    quarantine = f"""    expectations:
       not_negative: {{expr: 'id >= 0', on_violation: quarantine}}
     errors: {{quarantine_table: {ns}.items_bad}}
-""",
-        event_log=dropper,
-    )
+"""
+    ran = run_dropping(tmp_path, dropper, ns, topic, quarantine)
     assert [r.committed for r in ran.reports] == [True, True] and len(dropper.dropped) == 1
     assert sorted(r["id"] for r in catalog.load_table(f"{ns}.items").scan().to_arrow().to_pylist()) == [0, 2]
     quarantine = catalog.load_table(f"{ns}.items_bad").scan().to_arrow().to_pylist()
