@@ -15,22 +15,19 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_iceberg.errors import DataLossError
 from tests.support.kafka import produce
-from tests.support.readers import reader_env
+from tests.support.project import REPO, entry_point, project
 from tests.support.run import run_pipeline, unique
 
 pytestmark = pytest.mark.integration
 
 
 def environment(reader: str, fail_on_data_loss: bool) -> dict[str, str]:
-    """The local environment with ``reader``, under its own name (``loss``), fail_on_data_loss as given."""
-    text = reader_env("direct")["direct"] if reader == "direct" else reader_env("spark").get("local", "")
-    if not text:
-        from tests.support.project import REPO
-
-        text = (REPO / "environments" / "local.yml").read_text()
-    text = re.sub(r"(?m)^(  reader: .*)$", rf"\1\n  fail_on_data_loss: {str(fail_on_data_loss).lower()}", text)
+    """The local environment with ``reader`` and ``fail_on_data_loss``, under its own name (``loss``)."""
+    local = (REPO / "environments" / "local.yml").read_text()
+    setting = f"  reader: {reader}\n  fail_on_data_loss: {str(fail_on_data_loss).lower()}"
+    text = re.sub(r"(?m)^  reader: .*$", setting, local)
+    assert text != local
     return {"loss": text}
 
 
@@ -60,18 +57,19 @@ tables:
     for future in admin.delete_records([TopicPartition(topic, 0, 8)]).values():
         future.result(timeout=30)
 
-    stopped = run_pipeline(
-        tmp_path / "second", pipeline, env_name="loss", extra_env=environment(reader, True), expect_error=True
-    )
-    assert isinstance(stopped.error, DataLossError), stopped.error
-    message = str(stopped.error)
+    # As users run it: the console entry point, which prints one line and exits 1.
+    path = project(tmp_path / "second", pipeline, extra_env=environment(reader, True))
+    stopped = entry_point("ingest-flatten", "--pipeline", str(path), "--env", "loss", stack_dir=stack.run_dir)
+    lines = [line for line in stopped.stderr.splitlines() if line.startswith("error:")]
+    assert stopped.returncode == 1 and len(lines) == 1, stopped.stdout + stopped.stderr[-3000:]
     lost = (
         f"{topic}[0] offsets 4-7 are gone"
         if reader == "direct"
         else f"Cannot fetch offset 4 (TopicPartition: {topic}-0)"
     )
-    assert message.startswith("DATA LOSS: ") and lost in message, message
-    assert "kafka.fail_on_data_loss: false in " in message and "environments/loss.yml" in message, message
+    assert lines[0].startswith("error: DATA LOSS: ") and lost in lines[0], lines[0]
+    assert "kafka.fail_on_data_loss: false in " in lines[0] and "environments/loss.yml" in lines[0], lines[0]
+    assert "Traceback" not in stopped.stderr and "\tat org." not in stopped.stderr
     assert ids() == [0, 1, 2, 3]  # nothing after the last commit
 
     run_pipeline(tmp_path / "third", pipeline, env_name="loss", extra_env=environment(reader, False))
