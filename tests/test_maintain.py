@@ -17,6 +17,7 @@ from kafka_iceberg.maintain import TableMaintainer
 from kafka_iceberg.observe.eventlog import EventLog
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.write import CommitMarker, TableWriter
+from tests.support.store import object_store
 
 pytestmark = pytest.mark.integration
 COMMITS = 50
@@ -25,14 +26,6 @@ COMMITS = 50
 def checksum(arrow_table):
     rows = sorted(arrow_table.to_pylist(), key=lambda r: r["id"])
     return len(rows), hashlib.sha256(repr(rows).encode()).hexdigest()
-
-
-def s3(stack_status):
-    s3 = stack_status["s3"]
-    return fs.S3FileSystem(
-        access_key=s3["access_key_id"], secret_key=s3["secret_access_key"],
-        endpoint_override=s3["endpoint"], scheme="http", region=s3["region"],
-    )  # fmt: skip
 
 
 def plant(filesystem, location, name):
@@ -61,7 +54,7 @@ def test_maintain_compacts_expires_and_removes_old_orphans(lake):
     files_before = len(table.inspect.files())
     assert files_before >= COMMITS and len(table.snapshots()) == COMMITS  # small batches, small files
 
-    filesystem = s3(lake.status)
+    filesystem = object_store(lake.status)
     old_orphan = plant(filesystem, table.metadata.location, f"orphan-old-{uuid.uuid4().hex}")
     old_mtime = filesystem.get_file_info(old_orphan.removeprefix("s3://")).mtime
     time.sleep(2.5)  # S3 keeps whole seconds: the fresh orphan must be measurably younger

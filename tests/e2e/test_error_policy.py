@@ -11,6 +11,7 @@ import pytest
 from kafka_iceberg.errors import ExpectationFailedError, RecordError
 from tests.support.kafka import consume_all, produce
 from tests.support.run import run_pipeline, unique
+from tests.support.store import files_under
 from tests.support.verify import assert_verified
 
 pytestmark = pytest.mark.integration
@@ -39,6 +40,12 @@ tables:
 {errors}{expectations}"""
 
 
+def data_files_left(lake, ns, name="orders"):
+    """The objects under the table's data folder, read from the store: a failed batch leaves none behind."""
+    table = lake.pyiceberg().load_table(f"{ns}.{name}")
+    return files_under(lake.status, f"{table.metadata.location}/data")
+
+
 def table_rows(lake, ns, name="orders"):
     catalog = lake.pyiceberg()
     if not catalog.table_exists(f"{ns}.{name}"):
@@ -60,6 +67,8 @@ def test_no_skip_no_target_fails_the_batch_and_commits_nothing(tmp_path, lake, s
     assert (ran.error.topic, ran.error.partition, ran.error.offset) == (topic, 0, 1)
     assert "id" in ran.error.reason and "two" in ran.error.reason
     assert table_rows(lake, ns) in (None, [])  # nothing of the batch committed
+    if table_rows(lake, ns) is not None:  # the Arrow writer creates the table before its tasks write
+        assert data_files_left(lake, ns) == []
     assert_verified(tmp_path / "pipelines" / "p.yml")
 
 
@@ -136,4 +145,6 @@ def test_expectation_fail_stops_before_any_commit(tmp_path, lake, source):
     assert isinstance(ran.error, ExpectationFailedError)
     assert f"topic {topic} partition 0 offset 2" in str(ran.error)
     assert table_rows(lake, ns) in (None, [])
+    if table_rows(lake, ns) is not None:
+        assert data_files_left(lake, ns) == []
     assert_verified(tmp_path / "pipelines" / "p.yml")

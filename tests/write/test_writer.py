@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
-from kafka_iceberg.errors import ConfigError, SchemaMismatchError
+from kafka_iceberg.errors import CommitConflictError, ConfigError, SchemaMismatchError
 from kafka_iceberg.write import TableWriter
 from kafka_iceberg.write.jvm import IcebergTable
 from tests.write.conftest import BASE_SCHEMA, files_table, make_spec, marker, rows, summaries
@@ -440,6 +441,66 @@ def test_a_commit_conflict_is_retried(spark, new_writer, monkeypatch, engine):
     result = writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
     assert result.retries == 1 and len(waits) == 1 and 0.1 <= waits[0] <= 0.11
     assert len(rows(files_table(writer))) == 1
+
+
+def java_failure(spark, exception: str, message: str):
+    """A Py4JJavaError around a live Java ``exception``, as py4j raises one that Java threw."""
+    from py4j.protocol import Py4JJavaError
+
+    view = spark.sparkContext._jvm
+    no_args = spark.sparkContext._gateway.new_array(view.java.lang.Object, 0)
+    java = getattr(view.org.apache.iceberg.exceptions, exception)(message, no_args)
+    return Py4JJavaError("An error occurred while calling o1.commit.\n", java)
+
+
+def data_files_in(writer) -> list[str]:
+    """The Parquet files under the table's data folder, read from the disk (the Hadoop catalog's warehouse)."""
+    location = IcebergTable(writer.spark, writer.table).refresh().java.location()
+    return sorted(p.name for p in Path(location.removeprefix("file:")).joinpath("data").rglob("*.parquet"))
+
+
+@pytest.mark.parametrize(
+    ("exception", "kept"),
+    [
+        ("CommitFailedException", False),  # Iceberg's CleanableFailure: the commit surely did not land
+        ("CommitStateUnknownException", True),  # it may have landed: the files may be the table's
+    ],
+)
+def test_the_arrow_writers_files_are_deleted_only_when_their_commit_surely_did_not_land(
+    spark, new_writer, monkeypatch, exception, kept
+):
+    import kafka_iceberg.write.writer as writer_module
+
+    writer = new_writer(write={"engine": "arrow", "properties": {"commit.retry.num-retries": "1"}})
+    writer._sleep = lambda s: None
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    committed = data_files_in(writer)
+
+    def refused(*args, **kwargs):
+        raise java_failure(spark, exception, "refused by the test")
+
+    monkeypatch.setattr(writer_module, "append_files", refused)
+    with pytest.raises(CommitConflictError, match=exception):
+        writer.commit(df(spark, [(2, "b", "y", 0), (3, "c", "z", 1)]), marker(1))
+    monkeypatch.undo()
+    left = data_files_in(writer)
+    assert set(committed) <= set(left)  # the committed batch's files are never touched
+    assert (len(left) > len(committed)) is kept
+    # The batch runs again from its source, with files of its own, and the table is whole.
+    writer.commit(df(spark, [(2, "b", "y", 0), (3, "c", "z", 1)]), marker(1))
+    assert [r["id"] for r in rows(files_table(writer))] == [1, 2, 3]
+
+
+def test_the_arrow_writers_files_of_a_batch_that_fails_before_its_commit_are_deleted(spark, new_writer):
+    writer = new_writer(write={"engine": "arrow"})
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    committed = data_files_in(writer)
+    with pytest.raises(RuntimeError, match="routing failed"), writer.batch():
+        written = writer.write_rows(df(spark, [(2, "b", "y", 0)]))
+        assert len(data_files_in(writer)) == len(committed) + len(written)
+        raise RuntimeError("routing failed")  # as a bad record under on_error: fail, before the commit
+    assert data_files_in(writer) == committed
+    assert [r["id"] for r in rows(files_table(writer))] == [1]
 
 
 def test_a_jdbc_catalog_takes_the_same_writer(spark, tmp_path):

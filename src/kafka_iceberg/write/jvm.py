@@ -8,7 +8,8 @@ Spark SQL cannot read snapshot summaries cheaply or attach properties to a MERGE
   ``org.apache.iceberg.spark.CommitMetadata.withCommitProperties``, so every snapshot that action
   commits carries the given summary entries. One mechanism for append, overwrite and MERGE.
   It needs a classic (py4j) session: Spark Connect has no JVM gateway.
-- :func:`conflict_reason` recognises a commit conflict in an exception surfaced through py4j.
+- :func:`conflict_reason` recognises a commit conflict in an exception surfaced through py4j, and
+  :func:`cleanable_failure` a failure after which the commit surely did not land.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ COMMIT_METADATA = "org.apache.iceberg.spark.CommitMetadata"
 COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
 COMMIT_STATE_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 VALIDATION = "org.apache.iceberg.exceptions.ValidationException"
+# Iceberg's mark for a failure that proves a commit did not land (a conflict, a failed validation, a
+# table gone, a request the catalog refused): its own commit cleans up after these and only these.
+CLEANABLE = "org.apache.iceberg.exceptions.CleanableFailure"
 # ValidationException also reports schema and argument problems; only these messages are conflicts
 # with a concurrent commit (Iceberg's MergingSnapshotProducer / BaseOverwriteFiles / BaseRowDelta).
 CONFLICT_MESSAGES = ("conflicting", "missing required files to delete", "cannot commit, found new", "concurrent")
@@ -298,6 +302,25 @@ def java_causes(exc: BaseException) -> Iterator[tuple[str, str]]:
             return
         depth += 1
         yield name, message
+
+
+def cleanable_failure(exc: BaseException) -> bool:
+    """Whether the Java exception ``exc`` surfaces is one of Iceberg's ``CleanableFailure``s.
+
+    Iceberg's own commit deletes what it wrote after these only; after anything else (a timeout, a
+    lost connection, ``CommitStateUnknownException``) the commit may have landed. Only the exception
+    Java threw counts, as in Iceberg, not its causes.
+    """
+    java = getattr(exc, "java_exception", None)
+    try:
+        cls = java.getClass() if java is not None else None
+        while cls is not None:
+            if any(str(i.getName()) == CLEANABLE for i in cls.getInterfaces()):
+                return True
+            cls = cls.getSuperclass()
+    except Exception:  # not a live Java object
+        return False
+    return False
 
 
 def conflict_reason(exc: BaseException) -> str | None:

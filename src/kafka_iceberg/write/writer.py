@@ -34,7 +34,7 @@ from kafka_iceberg.write.arrow_files import (
     write_frame,
 )
 from kafka_iceberg.write.certified import ParsedBatch, write_where_parsed
-from kafka_iceberg.write.jvm import IcebergTable, SnapshotInfo, with_commit_properties
+from kafka_iceberg.write.jvm import IcebergTable, SnapshotInfo, cleanable_failure, with_commit_properties
 from kafka_iceberg.write.marker import (
     BATCH_ID_KEY,
     COPIED_FROM_KEY,
@@ -113,6 +113,8 @@ class TableWriter:
         self._loaded = False  # this batch loaded the table already (never True outside a batch)
         self._changes = 0  # plans applied through ``spark`` (:meth:`apply`)
         self._sessions: dict[int, int] = {}  # another session's identity → ``_changes`` when it last loaded the table
+        # Data files written in this batch that no commit holds yet, by path: deleted when the batch ends.
+        self._pending: dict[str, WrittenFile] = {}
 
     @property
     def quoted(self) -> str:
@@ -129,6 +131,10 @@ class TableWriter:
         more, to see a marker committed meanwhile. Outside, every read loads it. Each load is a
         round trip to the catalog (signed, and on a cluster remote), answered with the whole
         metadata file, which grows with the table's snapshots.
+
+        The Arrow writer's data files that no commit holds when the batch ends (it failed before its
+        commit, or its commit surely did not land) are deleted then, as Iceberg's Spark writer
+        deletes its own on an aborted write (:meth:`_discard`).
         """
         if self._in_batch:  # a commit inside a batch
             yield
@@ -138,6 +144,34 @@ class TableWriter:
             yield
         finally:
             self._in_batch = self._loaded = False
+            self._discard()
+
+    def _hold(self, files: Sequence[WrittenFile]) -> list[WrittenFile]:
+        """``files``, written for this batch, kept until a commit holds them (or deleted at its end)."""
+        self._pending.update((f.path, f) for f in files)
+        return list(files)
+
+    def _discard(self) -> None:
+        """Delete the data files this batch wrote and no commit holds; a file that cannot be is left, and logged.
+
+        Without this, each failed attempt at a batch (a job retried into the same bad record or
+        failed expectation) would leave its files in the table's location until
+        ``maintain-tables`` removes orphans older than its floor.
+        """
+        if not self._pending:
+            return
+        paths, self._pending = list(self._pending), {}
+        try:
+            io = self._iceberg.java.io()
+            for path in paths:
+                io.deleteFile(path)
+        except Exception as exc:  # never hide the batch's own failure behind this one
+            log.warning(
+                "table %s: could not delete %d data file(s) of a batch that did not commit them; "
+                "maintain-tables removes them as orphans: %s", self.table, len(paths), exc,
+            )  # fmt: skip
+            return
+        log.info("table %s: deleted %d data file(s) of a batch that did not commit them", self.table, len(paths))
 
     def _table(self) -> IcebergTable:
         """The table, loaded from the catalog unless this batch has loaded it already."""
@@ -368,7 +402,7 @@ class TableWriter:
                 snapshot_id=last.snapshot_id,
                 latency_ms=(time.monotonic() - started) * 1000,
             )
-        files = written
+        files = None if written is None else self._hold(written)  # the commit settles what becomes of them
         if files is None:  # the single pass planned the table before it wrote the files
             if rows is None:
                 raise ValueError("a commit needs the batch's rows or its written files")
@@ -383,12 +417,11 @@ class TableWriter:
             if retry > 0:
                 landed = self._find(marker)  # an attempt whose commit state was unknown may have landed
                 if landed is not None:
+                    self._settled(files)
                     return landed
             table = self._table()  # as the marker check or _find loaded it (loaded again after an evolution)
-            if files and self.spec.commit_mode == "overwrite":
-                replace_partitions(self.spark, table.java, files, summary)
-            elif files is not None:
-                append_files(self.spark, table.java, files, summary)  # always a snapshot, files or not
+            if files is not None:
+                self._commit_files(table, files, summary)
             else:
                 table_schema = table.schema()
                 with_commit_properties(self.spark, summary, lambda: self._write(data, table_schema))
@@ -425,6 +458,29 @@ class TableWriter:
             latency_ms=(time.monotonic() - started) * 1000,
         )
 
+    def _commit_files(self, table: IcebergTable, files: list[WrittenFile], summary: dict[str, str]) -> None:
+        """One Iceberg commit of the Arrow writer's ``files``; they stay pending only if it surely did not land.
+
+        Iceberg's own rule: after a ``CleanableFailure`` (a conflict, a failed validation, the table
+        gone) nothing landed, and a retry or the batch's end takes the files; after anything else
+        (``CommitStateUnknownException``, a lost connection) they may be in the table and are kept.
+        """
+        try:
+            if files and self.spec.commit_mode == "overwrite":
+                replace_partitions(self.spark, table.java, files, summary)
+            else:
+                append_files(self.spark, table.java, files, summary)  # always a snapshot, files or not
+        except Exception as exc:
+            if not cleanable_failure(exc):
+                self._settled(files)
+            raise
+        self._settled(files)
+
+    def _settled(self, files: Sequence[WrittenFile] | None) -> None:
+        """``files`` are the table's now, or may be: never deleted as the batch's leftovers."""
+        for f in files or ():
+            self._pending.pop(f.path, None)
+
     @property
     def engine(self) -> str:
         """Who writes the data files: ``arrow`` (pyarrow in Spark tasks) or ``spark`` (Spark's Iceberg writer)."""
@@ -437,7 +493,7 @@ class TableWriter:
     def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
         table = self._table()
         data = modes.aligned(modes.drop_internal(rows), table.schema())
-        return write_frame(data, self._target(table))
+        return self._hold(write_frame(data, self._target(table)))
 
     def write_sorted(self, frame: DataFrame, labels: Labels, *, on_driver: bool = False) -> SortedBatch:
         """The single pass's one Spark job: ``frame`` sorted, its rows written as data files, the rest brought back.
@@ -452,7 +508,9 @@ class TableWriter:
         internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
         data = modes.aligned(frame, schema, keep=internal)
         labels = replace(labels, carry=tuple(schema.names))
-        return sort_and_write(data, self._target(table), labels, on_driver=on_driver)
+        written = sort_and_write(data, self._target(table), labels, on_driver=on_driver)
+        self._hold(written.files)
+        return written
 
     def write_where_parsed(
         self,
@@ -474,9 +532,11 @@ class TableWriter:
         """
         table = self._table()
         target = self._target(table)
-        return write_where_parsed(
+        parsed = write_where_parsed(
             frame, self.spec, parser, target, pt=pt, rules=rules, persist=persist, payload=payload
         )
+        self._hold(parsed.files)
+        return parsed
 
     def write_driver_rows(self, data: pa.Table) -> list[WrittenFile]:
         """``data``, rows on the driver, written as data files of the table by this process (not committed).
@@ -485,7 +545,7 @@ class TableWriter:
         them (:meth:`prepare`); columns it has and ``data`` lacks are null.
         """
         table = self._table()
-        return driver_files(data, table.schema(), self._target(table))
+        return self._hold(driver_files(data, table.schema(), self._target(table)))
 
     def write_rows(self, rows: DataFrame) -> list[WrittenFile]:
         """``rows`` written as data files of the table (not committed); the table must fit them (:meth:`plan`)."""
