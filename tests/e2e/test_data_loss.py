@@ -3,7 +3,8 @@
 Retention (or ``delete_records``, or a topic deleted and created again) can remove records a stopped
 or lagging job has not read. With ``kafka.fail_on_data_loss: true`` (the default) the run stops
 naming the partition, the lost offsets and the setting to change; nothing after the last commit is
-written. With ``false`` it reads on from what Kafka still holds. Both readers, as users run them.
+written. With ``false`` it reads on from what Kafka still holds, and the direct reader counts what it
+skipped in the batch's report, the metrics and the event log. Both readers, as users run them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kafka_iceberg.observe.eventlog import EventLog
 from tests.support.kafka import produce
 from tests.support.project import REPO, entry_point, project
 from tests.support.run import run_pipeline, unique
@@ -72,5 +74,17 @@ tables:
     assert "Traceback" not in stopped.stderr and "\tat org." not in stopped.stderr
     assert ids() == [0, 1, 2, 3]  # nothing after the last commit
 
-    run_pipeline(tmp_path / "third", pipeline, env_name="loss", extra_env=environment(reader, False))
+    event_log = EventLog(lake.spark, "lake", f"{ns}.event_log")
+    skipped = run_pipeline(
+        tmp_path / "third", pipeline, env_name="loss", extra_env=environment(reader, False), event_log=event_log
+    )
     assert ids() == [0, 1, 2, 3, 8, 9, 10, 11]
+    # What was skipped is counted where users look: the batch's report, the metrics and the event log.
+    # Spark's Kafka source logs that it skipped, but not what: nothing to count there.
+    lost = {f"{topic}[0] 4-7": 4} if reader == "direct" else {}
+    assert [r.records_lost for r in skipped.reports if r.records_lost] == ([lost] if lost else [])
+    labels = {"pipeline": "loss", "table": f"{ns}.items"}
+    assert skipped.metrics.registry.get_sample_value("kafka_iceberg_records_lost_total", labels) == sum(lost.values())
+    events = lake.pyiceberg().load_table(f"{ns}.event_log").scan().to_arrow().to_pylist()
+    details = [json.loads(e["details"]) for e in events if e["kind"] == "batch" and e["details"]]
+    assert details == ([{"records_lost": lost}] if lost else [])

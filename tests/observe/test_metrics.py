@@ -67,7 +67,7 @@ def test_failed_batch_counts_as_failed_commit():
 def test_json_lines_round_trip_into_the_same_counters(tmp_path):
     sink = JsonLines(tmp_path, "p")
     live = Metrics()
-    for r in (report(0, 10, 1), report(1, 5)):
+    for r in (report(0, 10, 1), report(1, 5, records_lost={"orders[0] 4-7": 4})):
         sink.write(r.to_json())
         live.record(r)
     rebuilt = metrics_from_jsonl([sink.path])
@@ -99,6 +99,9 @@ def test_progress_is_quiet_off_a_terminal_and_informative_on_one():
     p.update(report(3, 1000, 2, lag=42, snapshot_id=99))
     line = loud.getvalue()
     assert "n.t batch 3: +1,000 rows" in line and "2 bad" in line and "lag 42" in line and "snapshot 99" in line
+    assert "lost" not in line
+    p.update(report(4, 10, records_lost={"orders[0] 4-7": 4, "orders[1] 0-1": 2}))
+    assert "n.t batch 4: +10 rows" in loud.getvalue() and "0 bad, 6 lost from Kafka, lag ?" in loud.getvalue()
 
 
 def test_a_late_progress_event_does_not_overwrite_the_last_batchs_lag():

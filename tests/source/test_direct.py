@@ -251,6 +251,8 @@ def test_with_fail_on_data_loss_off_the_reader_skips_what_is_gone_and_says_so(sp
     r.close()
     assert [x.offset for x in rows] == [8, 9, 10, 11]
     assert any(f"{trimmed}[0] offsets 4-7 are gone" in m and "skipped" in m for m in caplog.messages)
+    assert r.take_lost() == {f"{trimmed}[0] 4-7": 4}  # for the next batch's report, once
+    assert r.take_lost() == {}
 
 
 @pytest.mark.parametrize("fail", [True, False])
@@ -275,6 +277,7 @@ def test_records_deleted_while_the_reader_waits_for_them_are_data_loss_too(spark
                 batch = r.next_batch(timeout=10)
             assert [x.offset for x in batch.frame.collect()] == [8, 9, 10, 11] and batch.offsets == {topic: {0: 12}}
             assert any("offsets 4-7 are gone" in m for m in caplog.messages)
+            assert r.take_lost() == {f"{topic}[0] 4-7": 4}
     finally:
         r.close()
 

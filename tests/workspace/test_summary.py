@@ -25,6 +25,7 @@ def test_summary_counts_and_last_commit_per_table_round_trip():
             committed=True,
             snapshot_id=5,
             lag=7,
+            records_lost={"orders[0] 4-7": 4},
         ),
         BatchReport(
             "shop", "sales.orders", 1, "s", T0 + dt.timedelta(minutes=1), records_written=0, committed=False, lag=0
@@ -37,10 +38,10 @@ def test_summary_counts_and_last_commit_per_table_round_trip():
     parsed = parse_summary(logs)
 
     assert parsed == summary
-    assert parsed["records_written"] == 14 and parsed["records_failed"] == 1
+    assert parsed["records_written"] == 14 and parsed["records_failed"] == 1 and parsed["records_lost"] == 4
     assert parsed["tables"]["sales.orders"] == {
         "batches": 2, "records_written": 10, "records_failed": 1, "records_quarantined": 0, "records_published": 0,
-        "last_commit": T0.isoformat(), "snapshot_id": 5, "lag": 0,
+        "records_lost": 4, "last_commit": T0.isoformat(), "snapshot_id": 5, "lag": 0,
     }  # fmt: skip
     assert parsed["tables"]["sales.empty"]["last_commit"] is None
 

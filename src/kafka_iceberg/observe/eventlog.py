@@ -45,7 +45,8 @@ def _batch_row(r: BatchReport) -> tuple[Any, ...]:
         r.records_in, r.records_written, r.records_failed, r.records_quarantined, r.records_published,
         r.records_skipped, r.records_dropped, r.bytes_written, r.files_created, r.commit_retries,
         r.commit_latency_s * 1000, r.write_latency_s * 1000, r.batch_latency_s * 1000, r.snapshot_id, r.lag,
-        json.dumps(expectations) if expectations else None, None, None, r.error,
+        json.dumps(expectations) if expectations else None, None,
+        json.dumps({"records_lost": r.records_lost}) if r.records_lost else None, r.error,
     )  # fmt: skip
 
 

@@ -57,6 +57,9 @@ class Metrics:
         self.records_published = counter("records_error_topic", "Records sent to the error topic")
         self.records_skipped = counter("records_skipped", "Bad records dropped under skip_error")
         self.records_dropped = counter("records_dropped", "Records dropped by expectations")
+        self.records_lost = counter(
+            "records_lost", "Records gone from Kafka before they were read, skipped (kafka.fail_on_data_loss: false)"
+        )
         self.bytes_written = counter("bytes_written", "Bytes of data files added")
         self.files_created = counter("files_created", "Data files added")
         self.commits_success = counter("commits_success", "Successful table commits")
@@ -93,6 +96,7 @@ class Metrics:
             self.records_published.labels(*labels).inc(report.records_published)
             self.records_skipped.labels(*labels).inc(report.records_skipped)
             self.records_dropped.labels(*labels).inc(report.records_dropped)
+            self.records_lost.labels(*labels).inc(sum(report.records_lost.values()))
             self.bytes_written.labels(*labels).inc(report.bytes_written)
             self.files_created.labels(*labels).inc(report.files_created)
             self.commit_retries.labels(*labels).inc(report.commit_retries)

@@ -24,6 +24,9 @@ class BatchReport:
     records_published: int = 0  # sent to the error topic
     records_skipped: int = 0  # dropped under skip_error
     records_dropped: int = 0  # dropped by expectations
+    # Gone from Kafka before the job read them, skipped under ``kafka.fail_on_data_loss: false`` (the
+    # direct reader; Spark's Kafka source does not say how many): range (``orders[0] 4-7``) → records.
+    records_lost: dict[str, int] = field(default_factory=dict)
     expectations_passed: dict[str, int] = field(default_factory=dict)
     expectations_failed: dict[str, int] = field(default_factory=dict)
     bytes_written: int = 0

@@ -26,6 +26,7 @@ def summarize(reports: Iterable[BatchReport], tables: Iterable[str] = ()) -> dic
         row["records_failed"] += r.records_failed
         row["records_quarantined"] += r.records_quarantined
         row["records_published"] += r.records_published
+        row["records_lost"] += sum(r.records_lost.values())
         if r.committed:
             row["last_commit"] = r.event_time.isoformat()
             row["snapshot_id"] = r.snapshot_id
@@ -34,6 +35,7 @@ def summarize(reports: Iterable[BatchReport], tables: Iterable[str] = ()) -> dic
     return {
         "records_written": sum(t["records_written"] for t in per_table.values()),
         "records_failed": sum(t["records_failed"] for t in per_table.values()),
+        "records_lost": sum(t["records_lost"] for t in per_table.values()),
         "tables": per_table,
     }
 
@@ -45,6 +47,7 @@ def _empty() -> dict[str, Any]:
         "records_failed": 0,
         "records_quarantined": 0,
         "records_published": 0,
+        "records_lost": 0,
         "last_commit": None,
         "snapshot_id": None,
         "lag": None,

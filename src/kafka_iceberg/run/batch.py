@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -225,13 +225,20 @@ class BatchProcessor:
         return ErrorRouter(self.spec, publisher=self.publisher, quarantine=self._quarantine)
 
     def process(
-        self, raw: DataFrame, *, batch_id: int, stream: str, offsets: Offsets | None = None, lag: int | None = None
+        self,
+        raw: DataFrame,
+        *,
+        batch_id: int,
+        stream: str,
+        offsets: Offsets | None = None,
+        lag: int | None = None,
+        lost: Mapping[str, int] | None = None,
     ) -> BatchReport:
         """Decode, check, route and commit one Kafka-shaped batch.
 
         ``offsets``: the stream's source offsets once this batch is committed. When None (Spark's
         sources) they are the last commit's advanced past the batch's records, found in the same
-        pass that reads them.
+        pass that reads them. ``lost``: the ranges the reader skipped as gone from Kafka before it.
 
         Raises:
             RecordError: a bad record and neither skip_error nor an error target (nothing committed).
@@ -239,8 +246,9 @@ class BatchProcessor:
         """
         started = time.monotonic()
         report = BatchReport(
-            pipeline=self.pipeline, table=self.spec.identifier, batch_id=batch_id, stream=stream, lag=lag
-        )
+            pipeline=self.pipeline, table=self.spec.identifier, batch_id=batch_id, stream=stream, lag=lag,
+            records_lost=dict(lost or {}),
+        )  # fmt: skip
         cached: list[DataFrame] = []
 
         def persist(frame: DataFrame) -> DataFrame:

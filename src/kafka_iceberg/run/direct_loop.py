@@ -53,9 +53,10 @@ class DirectTable:
         if batch is None:
             return None
         lag = self.reader.lag()  # positions already stand after this batch
+        lost = self.reader.take_lost()  # reported once, by the batch read past them
         try:
             report = self.processor.process(
-                batch.frame, batch_id=self.next_batch_id, stream=STREAM, offsets=batch.offsets, lag=lag
+                batch.frame, batch_id=self.next_batch_id, stream=STREAM, offsets=batch.offsets, lag=lag, lost=lost
             )
         except BaseException:
             self.reader.rewind(before)  # the batch is read again by the next run

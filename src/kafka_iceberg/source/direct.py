@@ -109,6 +109,8 @@ class DirectReader:
     _consumer: Any = field(default=None, repr=False)
     _admin: Any = field(default=None, repr=False)
     _positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Ranges skipped as gone (``fail_on_data_loss: false``) since the last :meth:`take_lost`: ``orders[0] 4-7``.
+    _lost: dict[str, int] = field(default_factory=dict)
     _targets: dict[tuple[str, int], int] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -242,7 +244,14 @@ class DirectReader:
         if self.fail_on_data_loss:
             raise DataLossError.of(what, self.settings_file)
         log.warning("kafka: %s; skipped (kafka.fail_on_data_loss: false), reading on from offset %d", what, low)
+        if position < low:  # above ``high`` nobody can tell how many records there were
+            self._lost[f"{topic}[{partition}] {position}-{low - 1}"] = low - position
         return low
+
+    def take_lost(self) -> dict[str, int]:
+        """The ranges skipped as gone since the last call, with their record counts (for the next batch's report)."""
+        lost, self._lost = self._lost, {}
+        return lost
 
     def _fetch_error(self, msg: Any) -> None:
         """A fetch error librdkafka delivered as a message: records gone since assignment, or logged."""
