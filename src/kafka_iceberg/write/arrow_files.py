@@ -132,6 +132,23 @@ def file_target(spark: SparkSession, java_table: Any) -> FileTarget:
 _HISTORY = ("snapshots", "snapshot-log", "metadata-log", "refs", "statistics", "partition-statistics")
 
 
+def arrow_unwritable(metadata_json: str) -> str | None:
+    """Why the Arrow writer cannot write a table of this metadata's current partition spec (None: it can).
+
+    pyiceberg takes one partition field per source column; Iceberg allows more (``bucket(8, c)``
+    beside ``truncate(3, c)``), which a table declared elsewhere, or evolved, may have.
+    """
+    metadata = json.loads(metadata_json)
+    spec = next(s for s in metadata["partition-specs"] if s["spec-id"] == metadata["default-spec-id"])
+    schema = next(s for s in metadata["schemas"] if s["schema-id"] == metadata["current-schema-id"])
+    sources = [f["source-id"] for f in spec["fields"]]
+    for source in dict.fromkeys(s for s in sources if sources.count(s) > 1):
+        column = next((c["name"] for c in schema["fields"] if c["id"] == source), f"field {source}")
+        names = " and ".join(f["name"] for f in spec["fields"] if f["source-id"] == source)
+        return f"its partition fields {names} both read column {column}"
+    return None
+
+
 def without_history(metadata_json: str) -> str:
     """``metadata_json`` with only what writing data files reads: current schema, spec, sort order, properties.
 
@@ -164,11 +181,13 @@ def _partition_value(value: Any, result_type: Any) -> Any:
 
     ``value`` is pyiceberg's: a transform's result as its internal value (hours since the epoch,
     bucket numbers, days since the epoch for ``days``), an identity value as the column's own.
-    Timestamps and binary values are refused: no spec the Arrow writer takes produces them.
+    Binary values (``truncate`` of a binary column) are hexadecimal, in capitals, as Guava's
+    ``base16`` reads them. Timestamps are refused: no spec the Arrow writer takes produces them.
     """
     import datetime as dt
 
     from pyiceberg.types import (
+        BinaryType,
         BooleanType,
         DateType,
         DecimalType,
@@ -180,6 +199,8 @@ def _partition_value(value: Any, result_type: Any) -> Any:
         UUIDType,
     )
 
+    if value is None:  # a null partition value: left out of the file's partition
+        return None
     if isinstance(result_type, DateType):
         day = dt.date(1970, 1, 1) + dt.timedelta(days=value) if isinstance(value, int) else value
         return day.isoformat()
@@ -187,6 +208,8 @@ def _partition_value(value: Any, result_type: Any) -> Any:
         return format(value, "f")  # the column's scale, never an exponent
     if isinstance(result_type, UUIDType):
         return str(value)
+    if isinstance(result_type, BinaryType):
+        return bytes(value).hex().upper()
     if isinstance(result_type, StringType | IntegerType | LongType | BooleanType | FloatType | DoubleType):
         return value
     raise TypeError(f"the arrow writer cannot pass a {result_type} partition value to Iceberg")
@@ -283,6 +306,34 @@ def _delayed_open_io() -> type:
     return DelayedOpenFileIO
 
 
+def _for_transforms(data: pa.Table, metadata: Any) -> pa.Table:
+    """``data``, cast to the table's schema, as pyiceberg's partition transforms (Rust, through FFI) take it.
+
+    - A decimal column's values are copied where their buffer is not aligned to the value's width:
+      Spark hands a task its rows as an Arrow IPC stream, aligned to 8 bytes, and bucket or truncate
+      over a ``decimal128`` buffer at an address not a multiple of 16 panics.
+    - A binary column that a ``truncate`` partition field reads is ``binary``, not the
+      ``large_binary`` of pyiceberg's schema, which that transform does not take.
+    """
+    import pyarrow as pa
+
+    truncated = {
+        metadata.schema().find_column_name(f.source_id)
+        for f in metadata.spec().fields
+        if str(f.transform).startswith("truncate")
+    }
+    for i, column in enumerate(data.columns):
+        name = data.field(i).name
+        if pa.types.is_decimal(column.type):
+            width = column.type.byte_width  # 16 for decimal128, 32 for decimal256
+            if any(c.buffers()[1] is not None and c.buffers()[1].address % width for c in column.chunks):
+                chunks = [pa.concat_arrays([c]) for c in column.chunks]
+                data = data.set_column(i, data.field(i), pa.chunked_array(chunks, column.type))
+        elif pa.types.is_large_binary(column.type) and name in truncated:
+            data = data.set_column(i, data.field(i).with_type(pa.binary()), column.cast(pa.binary()))
+    return data
+
+
 def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     """Write ``data`` (the table's columns) as the table's data files; one dict per file (FILE_SCHEMA)."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
@@ -294,7 +345,7 @@ def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     dictionaries.install()
     metadata = TableMetadataUtil.parse_raw(target.metadata_json)
     io = file_io(target.io_properties, metadata.location)
-    data = data.cast(metadata.schema().as_arrow())
+    data = _for_transforms(data.cast(metadata.schema().as_arrow()), metadata)
     # One write id per batch and task attempt keeps file names unique across tasks and retries.
     files = _dataframe_to_data_files(metadata, data, io, write_uuid=uuid.uuid4(), counter=itertools.count(0))
     with_metrics = metrics_as_java(metadata)

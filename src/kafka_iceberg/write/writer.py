@@ -26,6 +26,7 @@ from kafka_iceberg.write.arrow_files import (
     SortedBatch,
     WrittenFile,
     append_files,
+    arrow_unwritable,
     driver_files,
     file_target,
     replace_partitions,
@@ -487,8 +488,26 @@ class TableWriter:
         return write_engine(self.spec)
 
     def _target(self, table: IcebergTable) -> FileTarget:
-        """Where the Arrow writer's tasks write: serialized again only when the table's shape changed."""
-        return table.of_metadata("file_target", lambda: file_target(self.spark, table.java))  # type: ignore[no-any-return]
+        """Where the Arrow writer's tasks write: serialized again only when the table's shape changed.
+
+        Raises:
+            ConfigError: the table's partition spec is one the Arrow writer cannot write
+                (:func:`~kafka_iceberg.write.arrow_files.arrow_unwritable`), before any task runs.
+        """
+
+        def read() -> tuple[FileTarget, str | None]:
+            target = file_target(self.spark, table.java)
+            return target, arrow_unwritable(target.metadata_json)
+
+        target: FileTarget
+        target, why = table.of_metadata("file_target", read)
+        if why is not None:
+            raise ConfigError.one(
+                spec_file(self.spec), "write.engine", self.spec.write.engine,
+                f"spark (table {self.table} as the catalog holds it: {why}, and the arrow writer's pyiceberg "
+                "takes one partition field per column)", "IMPOSSIBLE_COMBINATION",
+            )  # fmt: skip
+        return target
 
     def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
         table = self._table()
