@@ -5,8 +5,9 @@ driver hands them to Java as ``ContentFileParser`` JSON; Spark's writer (Iceberg
 its own. A row in the wrong partition is a row a filtered query never finds, so each spec below is
 written by both writers from the same rows and the partitions compared file by file: which rows
 each partition value holds. The rows carry what breaks transforms: nulls in every partitioned
-column, negative numbers, times before 1970, text outside ASCII (and a 4-byte character), empty
-and non-UTF-8 bytes, and decimals, which reach a task unaligned for Rust's Arrow.
+column, negative numbers, times before 1970 (with and without a time zone), text outside ASCII
+(and a 4-byte character), empty and non-UTF-8 bytes, longs past 2^53, and decimals up to 38 digits,
+which reach a task unaligned for Rust's Arrow.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from kafka_iceberg.spec.load import arrow_writer_unsupported
 from kafka_iceberg.write.arrow_files import write_engine
 from tests.write.conftest import files_table, make_spec, marker, rows
 
-SCHEMA = "id BIGINT, city STRING, at TIMESTAMP, due DATE, price DECIMAL(10,2), n INT, blob BINARY"
+SCHEMA = "id BIGINT, city STRING, at TIMESTAMP, due DATE, price DECIMAL(10,2), n INT, blob BINARY, ntz TIMESTAMP_NTZ, big DECIMAL(38,6), l BIGINT"
 UTC = dt.timezone.utc
 CITIES = ["Zürich", "東京都", "São Paulo", "ab", "", "a\U0001f600bc", "Ωmega", "x" * 40]
 
@@ -43,6 +44,9 @@ def data() -> list[tuple[Any, ...]]:
                 None if null else decimal.Decimal(f"{(i - 30) * 13.37:.2f}"),
                 None if null else i - 20,
                 None if null else bytes([i, 255 - i, 0]) if i % 5 else b"",
+                None if null else at.replace(tzinfo=None) + dt.timedelta(minutes=7 * i),
+                None if null else decimal.Decimal(f"{(i - 30) * 123456789012.123457:.6f}"),
+                None if null else (i - 32) * 10**15,
             )
         )
     return out
@@ -66,8 +70,11 @@ def rows_by_partition(writer: Any) -> dict[str, set[int]]:
         ],
         ["bucket(8, city)", "truncate(3, n)", "bucket(3, at)", "bucket(6, due)", "truncate(5, price)", "bucket(4, blob)"],
         ["hours(at)", "due", "n", "price", "city"],
+        ["days(ntz)", "bucket(7, big)", "truncate(1000, l)"],
+        ["hours(ntz)", "truncate(1000000, big)", "bucket(16, l)"],
+        ["bucket(5, ntz)", "big", "l"],
     ],
-    ids=["truncate-months-years", "bucket", "hours-identity"],
+    ids=["truncate-months-years", "bucket", "hours-identity", "ntz-days", "ntz-hours", "ntz-bucket"],
 )  # fmt: skip
 def test_each_row_lands_in_the_partition_icebergs_java_puts_it_in(spark, new_writer, partitioning):
     by_writer = {}
