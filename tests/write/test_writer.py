@@ -503,6 +503,27 @@ def test_the_arrow_writers_files_of_a_batch_that_fails_before_its_commit_are_del
     assert [r["id"] for r in rows(files_table(writer))] == [1]
 
 
+@pytest.mark.parametrize("version", ["1", "3"])  # 2 is what the writer creates, and every other test's
+def test_the_arrow_writer_appends_to_a_table_of_another_format_version(spark, new_writer, version):
+    # A table created elsewhere: format 1 (older tables), 3 (row lineage, which Java assigns at the commit).
+    writer = new_writer(write={"engine": "arrow"}, partitioning=["bucket(4, id)", "pt"])
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {writer.catalog}.{writer.spec.namespace}")
+    spark.sql(
+        f"CREATE TABLE {writer.table} ({BASE_SCHEMA}) USING iceberg "
+        f"PARTITIONED BY (bucket(4, id), pt) TBLPROPERTIES ('format-version'='{version}')"
+    )
+    writer.commit(df(spark, [(1, "a", "x", 0), (2, None, None, 1)]), marker(0))
+    writer.commit(df(spark, [(3, "c", "x", 0)]), marker(1, orders=3))
+    table = files_table(writer)
+    assert table.metadata.format_version == int(version)
+    assert [r["id"] for r in rows(table)] == [1, 2, 3]
+    assert sorted(r.id for r in spark.table(writer.table).select("id").collect()) == [1, 2, 3]
+    assert writer.last_commit("orders").offsets == {"orders": {0: 3}}
+    if version == "3":  # each row got its lineage id from Java's commit
+        row_ids = spark.sql(f"SELECT _row_id FROM {writer.table}").collect()
+        assert sorted(r[0] for r in row_ids) == [0, 1, 2]
+
+
 def test_a_jdbc_catalog_takes_the_same_writer(spark, tmp_path):
     """JDBC catalog rendering works end to end; pyiceberg's SQL catalog reads the same SQLite file."""
     from pyiceberg.catalog.sql import SqlCatalog
