@@ -24,6 +24,7 @@ from kafka_iceberg.local.readback import pyiceberg_catalog
 from kafka_iceberg.refs import secret_env_name
 from tests.support.kafka import consume_all, produce
 from tests.support.run import unique
+from tests.support.store import object_store
 
 pytestmark = pytest.mark.integration
 
@@ -250,10 +251,7 @@ def s3_files(stack: Any, locations: list[str]) -> dict[str, bytes]:
     """Every object under the tables' locations, read straight from the store."""
     from pyarrow import fs
 
-    store = fs.S3FileSystem(
-        endpoint_override=stack.s3_endpoint, scheme="http", region="us-east-1", force_virtual_addressing=False,
-        access_key=stack.s3_access_key_id, secret_key=stack.s3_secret_access_key,
-    )  # fmt: skip
+    store = object_store(stack.describe())
     out: dict[str, bytes] = {}
     for location in locations:
         prefix = location.split("://", 1)[1]

@@ -96,7 +96,7 @@ class Metrics:
             self.records_published.labels(*labels).inc(report.records_published)
             self.records_skipped.labels(*labels).inc(report.records_skipped)
             self.records_dropped.labels(*labels).inc(report.records_dropped)
-            self.records_lost.labels(*labels).inc(sum(report.records_lost.values()))
+            self.records_lost.labels(*labels).inc(report.records_lost_total)
             self.bytes_written.labels(*labels).inc(report.bytes_written)
             self.files_created.labels(*labels).inc(report.files_created)
             self.commit_retries.labels(*labels).inc(report.commit_retries)

@@ -30,7 +30,7 @@ class Progress:
         elapsed = max(time.monotonic() - self._started, 1e-6)
         commit = f"snapshot {report.snapshot_id} at {report.event_time:%H:%M:%S}" if report.committed else "no commit"
         lag = "?" if report.lag is None else f"{report.lag:,}"
-        lost = sum(report.records_lost.values())
+        lost = report.records_lost_total
         return (
             f"{report.table} batch {report.batch_id}: +{report.records_written:,} rows "
             f"({total:,} total, {total / elapsed:,.0f} rows/s), {report.records_failed:,} bad, "

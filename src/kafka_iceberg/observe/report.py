@@ -40,6 +40,11 @@ class BatchReport:
     lag: int | None = None
     error: str | None = None
 
+    @property
+    def records_lost_total(self) -> int:
+        """Records of every range in :attr:`records_lost`."""
+        return sum(self.records_lost.values())
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (one line of the JSON-lines metrics file)."""
         out = dataclasses.asdict(self)

@@ -26,7 +26,7 @@ def summarize(reports: Iterable[BatchReport], tables: Iterable[str] = ()) -> dic
         row["records_failed"] += r.records_failed
         row["records_quarantined"] += r.records_quarantined
         row["records_published"] += r.records_published
-        row["records_lost"] += sum(r.records_lost.values())
+        row["records_lost"] += r.records_lost_total
         if r.committed:
             row["last_commit"] = r.event_time.isoformat()
             row["snapshot_id"] = r.snapshot_id

@@ -156,9 +156,11 @@ def arrow_writer_unsupported(table: TableSpec) -> str | None:
         return "spark or auto (the arrow writer appends or replaces partitions; commit_mode upsert needs Spark's MERGE)"
     if table.write.sort_order:
         return "spark or auto (the arrow writer does not sort; write.sort_order needs Spark's writer)"
-    fields = [(f.column.lower(), p) for f, p in zip(table.partition_fields, table.partitioning, strict=True)]
-    for column in dict.fromkeys(c for c, _ in fields):
-        if len(same := [p for c, p in fields if c == column]) > 1:
+    by_column: dict[str, list[str]] = {}
+    for field, text in zip(table.partition_fields, table.partitioning, strict=True):
+        by_column.setdefault(field.column.lower(), []).append(text)
+    for column, same in by_column.items():
+        if len(same) > 1:
             return (
                 f"spark or auto (the arrow writer's pyiceberg takes one partition field per column; "
                 f"{column} has {len(same)}: {', '.join(same)})"

@@ -141,11 +141,13 @@ def arrow_unwritable(metadata_json: str) -> str | None:
     metadata = json.loads(metadata_json)
     spec = next(s for s in metadata["partition-specs"] if s["spec-id"] == metadata["default-spec-id"])
     schema = next(s for s in metadata["schemas"] if s["schema-id"] == metadata["current-schema-id"])
-    sources = [f["source-id"] for f in spec["fields"]]
-    for source in dict.fromkeys(s for s in sources if sources.count(s) > 1):
-        column = next((c["name"] for c in schema["fields"] if c["id"] == source), f"field {source}")
-        names = " and ".join(f["name"] for f in spec["fields"] if f["source-id"] == source)
-        return f"its partition fields {names} both read column {column}"
+    by_source: dict[int, list[str]] = {}
+    for f in spec["fields"]:
+        by_source.setdefault(f["source-id"], []).append(f["name"])
+    for source, names in by_source.items():
+        if len(names) > 1:
+            column = next((c["name"] for c in schema["fields"] if c["id"] == source), f"field {source}")
+            return f"its partition fields {' and '.join(names)} both read column {column}"
     return None
 
 
