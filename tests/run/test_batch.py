@@ -293,6 +293,37 @@ def test_the_arrow_writers_single_pass_runs_one_spark_job_per_batch(spark, files
         assert jobs >= 3
 
 
+@pytest.mark.parametrize("decoder", ["arrow", "spark"])  # the tasks that parse and write, or write Spark's rows
+def test_the_files_a_failed_single_pass_job_wrote_are_gone_and_its_retry_commits_once(spark, files_catalog, decoder):
+    """A single pass whose job fails after one task wrote its files (a task lost, a read failing
+    late): the driver saw no result, the ledger names those files, and the batch's end deletes them.
+    The batch run again commits its rows once, with only its own files in the table's folder."""
+    from tests.write.test_writer import data_files_in
+
+    ns = f"bp_{uuid.uuid4().hex[:8]}"
+    clean = [Msg(None, json.dumps({"id": i, "note": "n"}), offset=i) for i in (1, 2, 3, 4)]
+    source = {"topics": ["t"], "format": "flatten", "decoder": decoder}
+    table = spec(ns, source=source, write={"engine": "arrow"}, expectations={})
+    offsets = {"t": {0: 5}}
+    raw = spark.createDataFrame(spark.sparkContext.parallelize(kafka_rows(clean), 2), KAFKA_SCHEMA)
+    late_failure = (  # the second task fails once the first has written its files and ended
+        "CASE WHEN spark_partition_id() = 1 THEN raise_error(concat('second task failed', "
+        "coalesce(java_method('java.lang.Thread', 'sleep', 2000L), ''))) IS NULL ELSE true END"
+    )
+    processor = BatchProcessor(spark, "unit", table, files_catalog)
+    with pytest.raises(Exception, match="second task failed"):
+        processor.process(raw.where(late_failure), batch_id=0, stream=STREAM, offsets=offsets)
+    assert data_files_in(processor.writer) == []
+    again = BatchProcessor(spark, "unit", table, files_catalog)  # the job's retry
+    report = again.process(raw, batch_id=0, stream=STREAM, offsets=offsets)
+    assert report.records_written == 4
+    assert rows_of(spark, f"{files_catalog}.{ns}.events") == [(0, 1), (0, 2), (0, 3), (0, 4)]
+    committed = {
+        Path(p).name for p in spark.sql(f"SELECT file_path FROM {files_catalog}.{ns}.events.files").toPandas().file_path
+    }
+    assert set(data_files_in(again.writer)) == committed
+
+
 def test_a_json_batch_whose_only_bad_records_are_broken_documents_runs_the_jobs_of_a_clean_one(
     spark, files_catalog, monkeypatch
 ):

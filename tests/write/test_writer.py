@@ -503,6 +503,50 @@ def test_the_arrow_writers_files_of_a_batch_that_fails_before_its_commit_are_del
     assert [r["id"] for r in rows(files_table(writer))] == [1]
 
 
+def test_the_files_of_arrow_tasks_that_succeeded_in_a_job_that_failed_are_deleted(spark, new_writer):
+    # The driver never sees a failed job's results: only the ledger (a Spark accumulator, which takes
+    # the updates of tasks that succeeded) names the files the job's other tasks wrote.
+    writer = new_writer(write={"engine": "arrow"})
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    committed = data_files_in(writer)
+    two_tasks = spark.createDataFrame(
+        spark.sparkContext.parallelize([(2, "b", "y", 1), (3, "c", "y", 2)], 2), BASE_SCHEMA
+    )
+    # The second task fails once the first has written its file and ended (Spark then aborts the job).
+    late_failure = (
+        "CASE WHEN spark_partition_id() = 1 THEN raise_error(concat('second task failed', "
+        "coalesce(java_method('java.lang.Thread', 'sleep', 2000L), ''))) IS NULL ELSE true END"
+    )
+    with pytest.raises(Exception, match="second task failed"), writer.batch():
+        writer.write_rows(two_tasks.where(late_failure))
+    assert data_files_in(writer) == committed
+    assert [r["id"] for r in rows(files_table(writer))] == [1]
+
+
+def test_an_arrow_task_attempt_that_fails_after_writing_deletes_its_files(spark, new_writer):
+    # As when Spark stops reading a task's output (the job failed elsewhere, the executor is told to
+    # stop): a failed attempt's accumulator updates never reach the driver, so it deletes its own files.
+    import pyarrow as pa
+
+    from kafka_iceberg.write.arrow_files import file_target, write_files
+
+    writer = new_writer(write={"engine": "arrow"})
+    writer.commit(df(spark, [(1, "a", "x", 0)]), marker(0))
+    committed = data_files_in(writer)
+    target = file_target(spark, IcebergTable(spark, writer.table).refresh().java)
+    batch = pa.RecordBatch.from_pydict(
+        {"id": [2, 3], "name": ["b", "c"], "pt": ["y", "z"], "offset": [1, 2]},
+        schema=pa.schema([("id", pa.int64()), ("name", pa.string()), ("pt", pa.string()), ("offset", pa.int64())]),
+    )
+    task = write_files(iter([batch]), target)
+    written = next(task).to_pylist()
+    assert len(data_files_in(writer)) == len(committed) + len(written)
+    with pytest.raises(ConnectionResetError):
+        task.throw(ConnectionResetError("the JVM closed the task's socket"))
+    assert data_files_in(writer) == committed
+    assert all(not Path(f["path"].removeprefix("file:")).exists() for f in written)
+
+
 @pytest.mark.parametrize("version", ["1", "3"])  # 2 is what the writer creates, and every other test's
 def test_the_arrow_writer_appends_to_a_table_of_another_format_version(spark, new_writer, version):
     # A table created elsewhere: format 1 (older tables), 3 (row lineage, which Java assigns at the commit).

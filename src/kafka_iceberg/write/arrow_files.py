@@ -11,8 +11,10 @@ every file of the batch (or, under ``commit_mode: overwrite``, replaces the part
 rows for) in **one** Iceberg commit through the Java API of the Spark catalog's table (so every
 catalog type works), with the batch's exactly-once marker in the snapshot summary.
 
-A retried commit appends the same files again; files of a batch that never commits are orphans,
-which ``maintain-tables`` removes like any other failed write's.
+A retried commit appends the same files again. Files no commit holds are deleted when the batch
+ends (``TableWriter.batch``): those the driver was told of, and through :class:`AttemptFiles` those
+of tasks that succeeded in a job that failed, or ran again; a task attempt that fails deletes its
+own. What a killed process wrote stays, an orphan that ``maintain-tables`` removes.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from pyspark.accumulators import AccumulatorParam
 
 from kafka_iceberg.checks.labels import Labels, merged_stats, sort_batch
 from kafka_iceberg.decode.schemaful import is_schemaful
@@ -39,8 +44,11 @@ from kafka_iceberg.write.jvm import string_map
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
 
 FILE_SCHEMA = "path string, size long, records long, content string"
 # What a task of the single pass returns (write_sorted): files, records leaving the table, counts.
@@ -336,8 +344,89 @@ def _for_transforms(data: pa.Table, metadata: Any) -> pa.Table:
     return data
 
 
-def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
-    """Write ``data`` (the table's columns) as the table's data files; one dict per file (FILE_SCHEMA)."""
+class WrittenPaths(AccumulatorParam[list[str]]):
+    """A Spark accumulator's arithmetic over data file paths: lists, joined."""
+
+    def zero(self, value: list[str]) -> list[str]:
+        """No path."""
+        return []
+
+    def addInPlace(self, value1: list[str], value2: list[str]) -> list[str]:
+        """Both lists' paths, in ``value1``."""
+        value1.extend(value2)
+        return value1
+
+
+def file_ledger(spark: SparkSession) -> Accumulator[list[str]] | None:
+    """An accumulator of the paths the Arrow writer's tasks write (None without a SparkContext: Spark Connect).
+
+    Spark adds a task's updates on the driver when the task succeeds, even in a job that then
+    fails; a failed attempt's are dropped (:class:`AttemptFiles` deletes its files itself).
+    """
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect has no SparkContext, and no accumulators
+        return None
+    return context.accumulator([], WrittenPaths())
+
+
+def drained(ledger: Accumulator[list[str]] | None) -> list[str]:
+    """The paths ``ledger`` holds on the driver, which it then forgets."""
+    if ledger is None:
+        return []
+    paths = list(ledger.value)
+    ledger.value = []
+    return paths
+
+
+class AttemptFiles:
+    """The data files one task attempt writes: each told to the driver (``ledger``), all deleted if the attempt fails.
+
+    ``with AttemptFiles(ledger, target) as written:`` around a task's body, ``data_files(..., written)``
+    inside. A failed attempt's accumulator updates never reach the driver, so its files are its own to
+    delete; a task whose process is killed deletes nothing (``maintain-tables`` removes such orphans).
+    """
+
+    def __init__(self, ledger: Accumulator[list[str]] | None, target: FileTarget):
+        self.ledger, self.target, self.paths = ledger, target, list[str]()
+
+    def add(self, path: str) -> None:
+        """One more file written by this attempt."""
+        self.paths.append(path)
+        if self.ledger is not None:  # sent with the task's result, and only if the task succeeds
+            self.ledger.add([path])
+
+    def __enter__(self) -> AttemptFiles:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if kind is not None and self.paths:
+            delete_files(self.paths, self.target)
+
+
+def delete_files(paths: Sequence[str], target: FileTarget) -> None:
+    """Delete ``paths`` through the table's FileIO; a file that cannot be is left, and logged."""
+    left = []
+    try:
+        io = file_io(target.io_properties, json.loads(target.metadata_json)["location"])
+    except Exception as exc:
+        log.warning("could not delete the %d data file(s) of a failed task: %s", len(paths), exc)
+        return
+    for path in paths:
+        try:
+            io.delete(path)
+        except Exception as exc:
+            left.append(f"{path} ({exc})")
+    if left:
+        log.warning("could not delete data files of a failed task: %s", "; ".join(left))
+
+
+def data_files(data: pa.Table, target: FileTarget, written: AttemptFiles | None = None) -> list[dict[str, Any]]:
+    """Write ``data`` (the table's columns) as the table's data files; one dict per file (FILE_SCHEMA).
+
+    ``written``: told each file as soon as it is written, so that one written before a failure
+    of the next is known.
+    """
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.table.metadata import TableMetadataUtil
 
@@ -351,28 +440,41 @@ def data_files(data: pa.Table, target: FileTarget) -> list[dict[str, Any]]:
     # One write id per batch and task attempt keeps file names unique across tasks and retries.
     files = _dataframe_to_data_files(metadata, data, io, write_uuid=uuid.uuid4(), counter=itertools.count(0))
     with_metrics = metrics_as_java(metadata)
-    return [
-        {
-            "path": f.file_path,
-            "size": f.file_size_in_bytes,
-            "records": f.record_count,
-            "content": content_json(f, metadata, with_metrics),
-        }
-        for f in files
-    ]
+    out = []
+    for f in files:
+        if written is not None:
+            written.add(f.file_path)
+        out.append(
+            {
+                "path": f.file_path,
+                "size": f.file_size_in_bytes,
+                "records": f.record_count,
+                "content": content_json(f, metadata, with_metrics),
+            }
+        )
+    return out
 
 
-def write_files(batches: Iterator[pa.RecordBatch], target: FileTarget) -> Iterator[pa.RecordBatch]:
+def write_files(
+    batches: Iterator[pa.RecordBatch], target: FileTarget, ledger: Accumulator[list[str]] | None = None
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: the partition's rows as data files; one output row per file."""
     import pyarrow as pa
 
-    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-    if tables:
-        yield pa.RecordBatch.from_pylist(data_files(pa.concat_tables(tables), target), schema=_file_schema())
+    with AttemptFiles(ledger, target) as written:
+        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        if tables:
+            files = data_files(pa.concat_tables(tables), target, written)
+            yield pa.RecordBatch.from_pylist(files, schema=_file_schema())
 
 
 def write_sorted(
-    batches: Iterator[pa.RecordBatch], target: FileTarget, labels: Labels, schema: pa.Schema
+    batches: Iterator[pa.RecordBatch],
+    target: FileTarget,
+    labels: Labels,
+    schema: pa.Schema,
+    *,
+    ledger: Accumulator[list[str]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function of the single pass: the written files, the records leaving the table, the counts.
 
@@ -384,20 +486,21 @@ def write_sorted(
 
     rows, stats = [], []
     out: list[dict[str, Any]] = []
-    for batch in batches:
-        if batch.num_rows:
-            part = sort_batch(batch, labels)
-            rows.append(part.rows)
-            stats.append(part.stats)
-            out += [{"kind": "error", **r} for r in part.errors]
-            out += [{"kind": "quarantine", **r} for r in part.quarantined]
-    if rows:
-        out += [
-            {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
-            for f in data_files(pa.concat_tables(rows), target)
-        ]
-    out.append({"kind": "stats", "stats": json.dumps(merged_stats(stats, len(labels.rules)))})
-    yield pa.RecordBatch.from_pylist(out, schema=schema)
+    with AttemptFiles(ledger, target) as written:
+        for batch in batches:
+            if batch.num_rows:
+                part = sort_batch(batch, labels)
+                rows.append(part.rows)
+                stats.append(part.stats)
+                out += [{"kind": "error", **r} for r in part.errors]
+                out += [{"kind": "quarantine", **r} for r in part.quarantined]
+        if rows:
+            out += [
+                {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
+                for f in data_files(pa.concat_tables(rows), target, written)
+            ]
+        out.append({"kind": "stats", "stats": json.dumps(merged_stats(stats, len(labels.rules)))})
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
 
 
 # -- Spark side ------------------------------------------------------------------------------------
@@ -411,9 +514,9 @@ class WrittenFile:
     content: str  # the file as Iceberg's ContentFileParser JSON (:func:`content_json`)
 
 
-def write_frame(rows: DataFrame, target: FileTarget) -> list[WrittenFile]:
-    """Write ``rows`` (already shaped like the table) as data files; one Spark job."""
-    written = map_in_arrow(rows, functools.partial(write_files, target=target), FILE_SCHEMA).collect()
+def write_frame(rows: DataFrame, target: FileTarget, ledger: Accumulator[list[str]] | None = None) -> list[WrittenFile]:
+    """Write ``rows`` (already shaped like the table) as data files; one Spark job (``ledger``: :func:`file_ledger`)."""
+    written = map_in_arrow(rows, functools.partial(write_files, target=target, ledger=ledger), FILE_SCHEMA).collect()
     return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["content"])) for r in written]
 
 
@@ -466,8 +569,17 @@ class SortedBatch:
     stats: dict[str, Any]  # checks.labels.merged_stats
 
 
-def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels, *, on_driver: bool = False) -> SortedBatch:
+def sort_and_write(
+    frame: DataFrame,
+    target: FileTarget,
+    labels: Labels,
+    *,
+    on_driver: bool = False,
+    ledger: Accumulator[list[str]] | None = None,
+) -> SortedBatch:
     """Run :func:`write_sorted` over ``frame`` (its row columns aligned to the table); one Spark job.
+
+    ``ledger``: :func:`file_ledger`'s, told every file the tasks write.
 
     ``on_driver``: ``frame`` holds few rows (the records the Arrow decoder left to Spark's): Spark's
     job only computes them, brought back as Arrow, and :func:`write_sorted` runs here. A job of
@@ -475,10 +587,10 @@ def sort_and_write(frame: DataFrame, target: FileTarget, labels: Labels, *, on_d
     """
     struct, arrow = sorted_schema()
     if on_driver:
-        batches = write_sorted(iter(_arrow_batches(frame)), target, labels, arrow)
+        batches = write_sorted(iter(_arrow_batches(frame)), target, labels, arrow, ledger=ledger)
         out: list[Any] = [row for batch in batches for row in batch.to_pylist()]
     else:
-        task = functools.partial(write_sorted, target=target, labels=labels, schema=arrow)
+        task = functools.partial(write_sorted, target=target, labels=labels, schema=arrow, ledger=ledger)
         out = map_in_arrow(frame, task, struct).collect()
     stats = merged_stats([json.loads(r["stats"]) for r in out if r["kind"] == "stats"], len(labels.rules))
     return SortedBatch(written_files(out), leaving(out, "error"), leaving(out, "quarantine"), stats)

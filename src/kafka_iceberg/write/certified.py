@@ -57,10 +57,19 @@ from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.tasks import map_in_arrow
-from kafka_iceberg.write.arrow_files import FileTarget, WrittenFile, data_files, leaving, sorted_schema, written_files
+from kafka_iceberg.write.arrow_files import (
+    AttemptFiles,
+    FileTarget,
+    WrittenFile,
+    data_files,
+    leaving,
+    sorted_schema,
+    written_files,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, Row
     from pyspark.sql.types import StructType
 
@@ -408,7 +417,13 @@ def _stats(
 
 
 def write_parsed(
-    batches: Iterator[pa.RecordBatch], parser: Parser, part: Part, target: FileTarget, schema: pa.Schema
+    batches: Iterator[pa.RecordBatch],
+    parser: Parser,
+    part: Part,
+    target: FileTarget,
+    schema: pa.Schema,
+    *,
+    ledger: Accumulator[list[str]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: certified records as data files, the others back in the Kafka shape.
 
@@ -449,17 +464,18 @@ def write_parsed(
 
     out: list[dict[str, Any]] = []
     certified = sum(t.num_rows for t in tables)
-    if certified:
-        out += [
-            {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
-            for f in data_files(pa.concat_tables(tables, promote_options="default"), target)
-        ]
-    stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested, **outgoing.counts())
-    out.append({"kind": "stats", "stats": json.dumps(stats)})
-    yield pa.RecordBatch.from_pylist(out, schema=schema)
-    yield from outgoing.rows()
-    for batch in left:
-        yield _left_rows(batch, schema)
+    with AttemptFiles(ledger, target) as written:  # an attempt failing past its files deletes them
+        if certified:
+            out += [
+                {"kind": "file", **{f"file_{k}": v for k, v in f.items()}}
+                for f in data_files(pa.concat_tables(tables, promote_options="default"), target, written)
+            ]
+        stats = _stats(certified, violations, offsets, left, unseen=unseen, nested=nested, **outgoing.counts())
+        out.append({"kind": "stats", "stats": json.dumps(stats)})
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+        yield from outgoing.rows()
+        for batch in left:
+            yield _left_rows(batch, schema)
 
 
 def rows_parsed(
@@ -613,16 +629,18 @@ def write_where_parsed(
     rules: list[Rule],
     persist: Any,
     payload: Sequence[tuple[str, str]] = (),
+    ledger: Accumulator[list[str]] | None = None,
 ) -> ParsedBatch:
     """Run :func:`write_parsed` over ``frame`` (:func:`~kafka_iceberg.decode.plan.kafka_frame`); one Spark job.
 
     Its output is persisted: the records left to Spark are read from it by the next job.
     ``payload``: the row's payload columns and Spark types (:attr:`Part.payload`), for the tasks to
     quarantine records; empty: a quarantine or drop rule's violations are left to Spark.
+    ``ledger``: told every file the tasks write (:func:`~kafka_iceberg.write.arrow_files.file_ledger`).
     """
     struct, arrow = sorted_schema()
     part = _part(frame, spec, pt, rules, payload)
-    task = functools.partial(write_parsed, parser=parser, part=part, target=target, schema=arrow)
+    task = functools.partial(write_parsed, parser=parser, part=part, target=target, schema=arrow, ledger=ledger)
     out = persist(map_in_arrow(frame, task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, left = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")

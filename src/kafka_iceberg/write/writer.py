@@ -27,7 +27,9 @@ from kafka_iceberg.write.arrow_files import (
     WrittenFile,
     append_files,
     arrow_unwritable,
+    drained,
     driver_files,
+    file_ledger,
     file_target,
     replace_partitions,
     sort_and_write,
@@ -114,8 +116,11 @@ class TableWriter:
         self._loaded = False  # this batch loaded the table already (never True outside a batch)
         self._changes = 0  # plans applied through ``spark`` (:meth:`apply`)
         self._sessions: dict[int, int] = {}  # another session's identity → ``_changes`` when it last loaded the table
-        # Data files written in this batch that no commit holds yet, by path: deleted when the batch ends.
-        self._pending: dict[str, WrittenFile] = {}
+        # Data files written in this batch that no commit holds yet: deleted when the batch ends, with
+        # any the tasks told the ledger of (a job that failed, a task run again) that no commit holds.
+        self._pending: set[str] = set()
+        self._kept: set[str] = set()  # files of this batch's commits (landed, or that may have)
+        self._ledger = file_ledger(spark)
 
     @property
     def quoted(self) -> str:
@@ -149,7 +154,7 @@ class TableWriter:
 
     def _hold(self, files: Sequence[WrittenFile]) -> list[WrittenFile]:
         """``files``, written for this batch, kept until a commit holds them (or deleted at its end)."""
-        self._pending.update((f.path, f) for f in files)
+        self._pending.update(f.path for f in files)
         return list(files)
 
     def _discard(self) -> None:
@@ -157,11 +162,14 @@ class TableWriter:
 
         Without this, each failed attempt at a batch (a job retried into the same bad record or
         failed expectation) would leave its files in the table's location until
-        ``maintain-tables`` removes orphans older than its floor.
+        ``maintain-tables`` removes orphans older than its floor. The ledger adds the files of tasks
+        that succeeded in a job that failed (the driver never saw its result) and of tasks Spark ran
+        again (a cached partition lost, a speculative copy), whose results no commit took.
         """
-        if not self._pending:
+        paths = sorted((self._pending | set(drained(self._ledger))) - self._kept)
+        self._pending, self._kept = set(), set()
+        if not paths:
             return
-        paths, self._pending = list(self._pending), {}
         try:
             io = self._iceberg.java.io()
             for path in paths:
@@ -480,7 +488,8 @@ class TableWriter:
     def _settled(self, files: Sequence[WrittenFile] | None) -> None:
         """``files`` are the table's now, or may be: never deleted as the batch's leftovers."""
         for f in files or ():
-            self._pending.pop(f.path, None)
+            self._pending.discard(f.path)
+            self._kept.add(f.path)
 
     @property
     def engine(self) -> str:
@@ -512,7 +521,7 @@ class TableWriter:
     def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
         table = self._table()
         data = modes.aligned(modes.drop_internal(rows), table.schema())
-        return self._hold(write_frame(data, self._target(table)))
+        return self._hold(write_frame(data, self._target(table), self._ledger))
 
     def write_sorted(self, frame: DataFrame, labels: Labels, *, on_driver: bool = False) -> SortedBatch:
         """The single pass's one Spark job: ``frame`` sorted, its rows written as data files, the rest brought back.
@@ -527,7 +536,7 @@ class TableWriter:
         internal = [c for c in frame.columns if c.startswith(INTERNAL_PREFIX)]
         data = modes.aligned(frame, schema, keep=internal)
         labels = replace(labels, carry=tuple(schema.names))
-        written = sort_and_write(data, self._target(table), labels, on_driver=on_driver)
+        written = sort_and_write(data, self._target(table), labels, on_driver=on_driver, ledger=self._ledger)
         self._hold(written.files)
         return written
 
@@ -552,8 +561,9 @@ class TableWriter:
         table = self._table()
         target = self._target(table)
         parsed = write_where_parsed(
-            frame, self.spec, parser, target, pt=pt, rules=rules, persist=persist, payload=payload
-        )
+            frame, self.spec, parser, target, pt=pt, rules=rules, persist=persist, payload=payload,
+            ledger=self._ledger,
+        )  # fmt: skip
         self._hold(parsed.files)
         return parsed
 
