@@ -247,3 +247,68 @@ def test_local_task_runs_from_the_wheel_and_its_rows_land(task_id, local_runs):
         if spec.errors.error_topic:
             published = read_topic(local_runs.status["kafka"]["bootstrap"], spec.errors.error_topic)
             assert any(token.encode() in (r.value or b"") for r in published), f"{spec.errors.error_topic}: empty"
+
+
+FAILING_PIPELINE = """\
+pipeline: harness_{token}
+catalog: lake
+tables:
+  - name: counts_{token}
+    namespace: stock
+    source:
+      topics: [{topic}]
+      format: csv
+      csv: {{columns: [sku, quantity]}}
+    schema: {{columns: {{sku: string, quantity: int}}}}
+    partition_window: none
+{errors}"""
+
+
+@pytest.mark.integration
+@pytest.mark.slow  # two runs of a task from the wheel: ~1 minute
+def test_a_bad_record_stops_the_wheel_task_in_one_line_and_the_fixed_rerun_lands_each_good_record_once(
+    stack, cluster_venv, tmp_path
+):
+    """The local target's ``ingest-csv`` task, its pipeline swapped for one whose table sends bad records
+    nowhere (the default, ``fail``): the run from the wheel exits 1 with one ``error:`` line naming the
+    record, no trace, and commits nothing; after the fix (``skip_error``) the same task lands the good
+    records once, the batch's files and nothing more in the table's folder."""
+    import dataclasses
+
+    from tests.support.store import files_under
+
+    status = stack.describe()
+    rendered = BUNDLE.render(LOCAL_TARGET, {"local_run_dir": status["run_dir"]})
+    task = next(t for t in rendered.wheel_tasks() if t.package_name == PACKAGE and t.entry_point == "ingest-csv")
+    token = uuid.uuid4().hex[:10]
+    topic = f"harness_counts_{token}"
+    produce(status["kafka"]["bootstrap"], topic, [("a", f"A-{token},1"), ("b", "B,many"), ("c", f"C-{token},3")],
+            partition=0)  # fmt: skip
+    cluster = cluster_environment(task, Workspace().secret)
+
+    def run(errors: str) -> subprocess.CompletedProcess[str]:
+        pipeline = tmp_path / f"pipeline-{len(errors)}.yml"
+        pipeline.write_text(FAILING_PIPELINE.format(token=token, topic=topic, errors=errors))
+        args = list(task.parameters)
+        args[args.index("--pipeline") + 1] = str(pipeline)
+        swapped = dataclasses.replace(task, parameters=tuple(args))
+        return cluster_venv.run(swapped, cluster.env, tmp_path, timeout=300)
+
+    failed = run("")
+    lines = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    assert failed.returncode == 1 and len(lines) == 1, describe(failed)
+    assert f"topic {topic} partition 0 offset 1" in lines[0], lines[0]
+    assert "Traceback" not in failed.stderr and "\tat org." not in failed.stderr
+    catalog = pyiceberg_catalog(status)
+    identifier = f"stock.counts_{token}"
+    table = catalog.load_table(identifier)
+    assert table.scan().to_arrow().num_rows == 0
+    assert files_under(status, f"{table.location()}/data/") == []  # the failed batch's files were deleted
+
+    fixed = run("    errors: {skip_error: true}\n")
+    assert fixed.returncode == 0, describe(fixed)
+    table = catalog.load_table(identifier)
+    rows = sorted((r["sku"], r["quantity"]) for r in table.scan().to_arrow().to_pylist())
+    assert rows == [(f"A-{token}", 1), (f"C-{token}", 3)]
+    committed = {f.file.file_path.split("://", 1)[1] for f in table.scan().plan_files()}
+    assert set(files_under(status, f"{table.location()}/data/")) == committed
