@@ -164,7 +164,7 @@ class TableWriter:
         failed expectation) would leave its files in the table's location until
         ``maintain-tables`` removes orphans older than its floor. The ledger adds the files of tasks
         that succeeded in a job that failed (the driver never saw its result) and of tasks Spark ran
-        again (a cached partition lost, a speculative copy), whose results no commit took.
+        again by a later job (the single pass's cached output lost), whose results no commit took.
         """
         paths = sorted((self._pending | set(drained(self._ledger))) - self._kept)
         self._pending, self._kept = set(), set()
