@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from kafka_iceberg.decode import avro, avro_jvm, schemaful
+from kafka_iceberg.decode.codec import Codec
 from kafka_iceberg.decode.plan import FAILED, FIELDS, kafka_frame
-from kafka_iceberg.decode.schemaful import REASON, Codec
+from kafka_iceberg.decode.schemaful import REASON
 from tests.decode.conftest import Msg
 from tests.decode.test_avro_plain_values import EVERY, record
 

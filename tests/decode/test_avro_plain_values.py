@@ -19,8 +19,9 @@ import pyarrow as pa
 import pytest
 
 from kafka_iceberg.decode import avro
+from kafka_iceberg.decode.codec import Codec
 from kafka_iceberg.decode.plan import VALUE
-from kafka_iceberg.decode.schemaful import Codec, Readers, decode_batch
+from kafka_iceberg.decode.schemaful import Readers, decode_batch
 
 # Every type the shortcut takes.
 EVERY = {

@@ -14,7 +14,8 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from kafka_iceberg.decode import schemaful
-from kafka_iceberg.decode.schemaful import REASON, Codec
+from kafka_iceberg.decode.codec import Codec
+from kafka_iceberg.decode.schemaful import REASON
 
 SCHEMA = json.dumps(
     {

@@ -462,13 +462,14 @@ def test_an_older_version_first_seen_after_the_first_batch_adds_its_columns_on_e
     tasks do not know that version's id, leave its records to Spark's side, and the table must be
     evolved for them before they are written (no value of theirs is lost)."""
     from kafka_iceberg.decode import schemaful
+    from kafka_iceberg.decode.codec import Codec
     from kafka_iceberg.run import batch
     from kafka_iceberg.write import certified, writer
 
     written = returns(monkeypatch, writer, "write_where_parsed", certified.write_where_parsed)
     asked: list[Any] = []  # the schema ids each codec of the Arrow writer's run was built with
 
-    def build_codec(*args: Any, **kwargs: Any) -> schemaful.Codec:
+    def build_codec(*args: Any, **kwargs: Any) -> Codec:
         asked.append(kwargs.get("ids"))
         return schemaful.build_codec(*args, **kwargs)
 

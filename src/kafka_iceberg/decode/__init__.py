@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kafka_iceberg.decode.arrow import Layout, arrow_parses, decode_with_arrow, layout_for, uses_arrow
+from kafka_iceberg.decode.codec import Codec
 from kafka_iceberg.decode.csv import csv_plan
 from kafka_iceberg.decode.discover import discover
 from kafka_iceberg.decode.flatten import flatten_plan, parse_stages
@@ -29,7 +30,7 @@ from kafka_iceberg.decode.plan import (
     split,
 )
 from kafka_iceberg.decode.pt import pt_value
-from kafka_iceberg.decode.schemaful import Codec, decode_schemaful, is_schemaful
+from kafka_iceberg.decode.schemaful import decode_schemaful, is_schemaful
 from kafka_iceberg.decode.simple import binary_plan, json_plan, text_plan
 from kafka_iceberg.decode.sql import new_nonce
 from kafka_iceberg.errors import ConfigError
@@ -255,5 +256,4 @@ def _required(spec: TableSpec, base_dir: Path | None) -> set[str]:
 
 
 def _config_error(spec: TableSpec, key: str, value: object, expected: str) -> ConfigError:
-    where = spec.defined_at.file if spec.defined_at else f"table {spec.identifier}"
-    return ConfigError.one(where, key, value, expected, "IMPOSSIBLE_COMBINATION")
+    return ConfigError.one(spec.declared_in, key, value, expected, "IMPOSSIBLE_COMBINATION")

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-    from kafka_iceberg.decode.schemaful import Codec
+    from kafka_iceberg.decode.codec import Codec
 
 log = logging.getLogger(__name__)
 

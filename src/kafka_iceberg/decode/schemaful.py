@@ -19,15 +19,16 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafka_iceberg.decode import avro, avro_jvm, debezium
+from kafka_iceberg.decode.codec import Codec
 from kafka_iceberg.decode.plan import FAILED, FIELDS, TOMB, Plan, payload_part
 from kafka_iceberg.decode.registry import SCHEMA_TYPES, RegisteredSchema, RegistryClient, subject_name
 from kafka_iceberg.decode.values import arrow_type, converter
 from kafka_iceberg.decode.wire import WireError, header_sql, split_header
+from kafka_iceberg.errors import ConfigError
 from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.tasks import map_in_arrow
 
@@ -38,28 +39,6 @@ if TYPE_CHECKING:
 
 REASON = "_ki_reason"
 SKIP = "_ki_skip"
-
-
-@dataclass(frozen=True)
-class Codec:
-    """Everything a Python worker needs to decode a partition (pickled to Spark's workers)."""
-
-    fmt: str  # avro, protobuf, json_schema, or json (Debezium JSON)
-    part: str  # value or key
-    source: str  # the frame column holding the payload
-    wire: bool  # Confluent wire format (magic byte and schema id)
-    columns: StructType
-    writers: dict[int, str] = field(default_factory=dict)  # schema id → schema text (avro, json_schema)
-    protos: dict[int, tuple[bytes, ...]] = field(default_factory=dict)  # schema id → serialized file set
-    unknown: frozenset[int] = frozenset()
-    plain_schema: str | None = None  # avro without a registry
-    envelope: str = "none"
-    upsert: bool = False
-
-    @property
-    def known_ids(self) -> set[int]:
-        """The schema ids this codec has a schema for or knows the registry has none for."""
-        return {*self.writers, *self.protos, *self.unknown}
 
 
 def is_schemaful(spec: TableSpec) -> bool:
@@ -154,14 +133,16 @@ def build_codec(
         RegistryUnavailableError: the registry did not answer through every retry.
         ConfigError: a streaming DataFrame (the batch's schema ids must be read first).
     """
-    from kafka_iceberg.decode import _config_error
-
     src = spec.source
     part, source = payload_part(spec)
     upsert = spec.upserts
     if frame.isStreaming:
-        raise _config_error(
-            spec, "source.format", src.format, "decode each micro-batch (foreachBatch): schema ids are read per batch"
+        raise ConfigError.one(
+            spec.declared_in,
+            "source.format",
+            src.format,
+            "decode each micro-batch (foreachBatch): schema ids are read per batch",
+            "IMPOSSIBLE_COMBINATION",
         )
     if src.format == "json":  # Debezium JSON
         schemas = [
@@ -175,7 +156,9 @@ def build_codec(
         try:
             image = debezium.json_image(sorted(schemas))
         except ValueError as exc:
-            raise _config_error(spec, "source.envelope", "debezium", str(exc)) from None
+            raise ConfigError.one(
+                spec.declared_in, "source.envelope", "debezium", str(exc), "IMPOSSIBLE_COMBINATION"
+            ) from None
         return Codec(
             "json", part, source, False, debezium.with_change_columns(image), envelope="debezium", upsert=upsert
         )

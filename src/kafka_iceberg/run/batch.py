@@ -25,8 +25,9 @@ from kafka_iceberg.checks.labels import Labels, check_columns, merged_stats, wri
 from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import Decoded, avro_jvm, decode, discovers_columns, pt_value
 from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED, arrow_parses, uses_arrow
+from kafka_iceberg.decode.codec import Codec
 from kafka_iceberg.decode.plan import kafka_frame
-from kafka_iceberg.decode.schemaful import Codec, build_codec, is_schemaful, latest_ids, row_schema
+from kafka_iceberg.decode.schemaful import build_codec, is_schemaful, latest_ids, row_schema
 from kafka_iceberg.errors import ConfigError, summary
 from kafka_iceberg.observe.report import BatchReport
 from kafka_iceberg.records import COORDINATES, ERROR_SCHEMA_DDL, INTERNAL_PREFIX, TOMBSTONE_COLUMN

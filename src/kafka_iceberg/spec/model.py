@@ -395,6 +395,11 @@ class TableSpec(Frozen):
         return f"{self.namespace}.{self.name}"
 
     @property
+    def declared_in(self) -> str:
+        """Where the table was declared, for error messages: its file, else ``table <namespace.name>``."""
+        return self.defined_at.file if self.defined_at else f"table {self.identifier}"
+
+    @property
     def partition_fields(self) -> list[PartitionField]:
         """Parsed ``partitioning`` entries."""
         return [parse_partition_field(p) for p in self.partitioning]

@@ -49,9 +49,10 @@ from kafka_iceberg.checks.arrow_rules import Rule, holds
 from kafka_iceberg.checks.labels import quarantined_by
 from kafka_iceberg.decode import csv_errors, flatten_errors, not_json
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
+from kafka_iceberg.decode.codec import Codec
 from kafka_iceberg.decode.plan import ERROR_STAGE, HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.decode.readable import Unprintable, spark_json
-from kafka_iceberg.decode.schemaful import Codec, Readers, decoded_fields, unseen_ids
+from kafka_iceberg.decode.schemaful import Readers, decoded_fields, unseen_ids
 from kafka_iceberg.records import FEW_FAILURE_BYTES, FEW_FAILURES, TOMBSTONE_COLUMN
 from kafka_iceberg.source.offsets import arrow_offsets, merge_offsets
 from kafka_iceberg.spec.columns import KAFKA_COLUMNS, PT_COLUMN

@@ -52,7 +52,7 @@ def table_properties(spec: TableSpec) -> dict[str, str]:
 
 def spec_file(spec: TableSpec) -> str:
     """The file a table was declared in, for error messages."""
-    return spec.defined_at.file if spec.defined_at else f"table {spec.identifier}"
+    return spec.declared_in
 
 
 def int_property(spec: TableSpec, key: str, default: int, *, minimum: int = 0) -> int:
