@@ -298,7 +298,7 @@ def test_the_files_a_failed_single_pass_job_wrote_are_gone_and_its_retry_commits
     """A single pass whose job fails after one task wrote its files (a task lost, a read failing
     late): the driver saw no result, the ledger names those files, and the batch's end deletes them.
     The batch run again commits its rows once, with only its own files in the table's folder."""
-    from tests.write.test_writer import data_files_in
+    from tests.write.test_writer import SECOND_TASK_FAILS_LATE, data_files_in
 
     ns = f"bp_{uuid.uuid4().hex[:8]}"
     clean = [Msg(None, json.dumps({"id": i, "note": "n"}), offset=i) for i in (1, 2, 3, 4)]
@@ -306,13 +306,9 @@ def test_the_files_a_failed_single_pass_job_wrote_are_gone_and_its_retry_commits
     table = spec(ns, source=source, write={"engine": "arrow"}, expectations={})
     offsets = {"t": {0: 5}}
     raw = spark.createDataFrame(spark.sparkContext.parallelize(kafka_rows(clean), 2), KAFKA_SCHEMA)
-    late_failure = (  # the second task fails once the first has written its files and ended
-        "CASE WHEN spark_partition_id() = 1 THEN raise_error(concat('second task failed', "
-        "coalesce(java_method('java.lang.Thread', 'sleep', 2000L), ''))) IS NULL ELSE true END"
-    )
     processor = BatchProcessor(spark, "unit", table, files_catalog)
     with pytest.raises(Exception, match="second task failed"):
-        processor.process(raw.where(late_failure), batch_id=0, stream=STREAM, offsets=offsets)
+        processor.process(raw.where(SECOND_TASK_FAILS_LATE), batch_id=0, stream=STREAM, offsets=offsets)
     assert data_files_in(processor.writer) == []
     again = BatchProcessor(spark, "unit", table, files_catalog)  # the job's retry
     report = again.process(raw, batch_id=0, stream=STREAM, offsets=offsets)

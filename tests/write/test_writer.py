@@ -453,6 +453,14 @@ def java_failure(spark, exception: str, message: str):
     return Py4JJavaError("An error occurred while calling o1.commit.\n", java)
 
 
+# A filter that fails a frame's second task once its first has written its files and ended (Spark
+# then aborts the job): the first sleeps no time, the second 2 s before raising.
+SECOND_TASK_FAILS_LATE = (
+    "CASE WHEN spark_partition_id() = 1 THEN raise_error(concat('second task failed', "
+    "coalesce(java_method('java.lang.Thread', 'sleep', 2000L), ''))) IS NULL ELSE true END"
+)
+
+
 def data_files_in(writer) -> list[str]:
     """The Parquet files under the table's data folder, read from the disk (the Hadoop catalog's warehouse)."""
     location = IcebergTable(writer.spark, writer.table).refresh().java.location()
@@ -512,13 +520,8 @@ def test_the_files_of_arrow_tasks_that_succeeded_in_a_job_that_failed_are_delete
     two_tasks = spark.createDataFrame(
         spark.sparkContext.parallelize([(2, "b", "y", 1), (3, "c", "y", 2)], 2), BASE_SCHEMA
     )
-    # The second task fails once the first has written its file and ended (Spark then aborts the job).
-    late_failure = (
-        "CASE WHEN spark_partition_id() = 1 THEN raise_error(concat('second task failed', "
-        "coalesce(java_method('java.lang.Thread', 'sleep', 2000L), ''))) IS NULL ELSE true END"
-    )
     with pytest.raises(Exception, match="second task failed"), writer.batch():
-        writer.write_rows(two_tasks.where(late_failure))
+        writer.write_rows(two_tasks.where(SECOND_TASK_FAILS_LATE))
     assert data_files_in(writer) == committed
     assert [r["id"] for r in rows(files_table(writer))] == [1]
 

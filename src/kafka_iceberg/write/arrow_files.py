@@ -456,7 +456,7 @@ def data_files(data: pa.Table, target: FileTarget, written: AttemptFiles | None 
 
 
 def write_files(
-    batches: Iterator[pa.RecordBatch], target: FileTarget, ledger: Accumulator[list[str]] | None = None
+    batches: Iterator[pa.RecordBatch], target: FileTarget, *, ledger: Accumulator[list[str]] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: the partition's rows as data files; one output row per file."""
     import pyarrow as pa
@@ -514,7 +514,9 @@ class WrittenFile:
     content: str  # the file as Iceberg's ContentFileParser JSON (:func:`content_json`)
 
 
-def write_frame(rows: DataFrame, target: FileTarget, ledger: Accumulator[list[str]] | None = None) -> list[WrittenFile]:
+def write_frame(
+    rows: DataFrame, target: FileTarget, *, ledger: Accumulator[list[str]] | None = None
+) -> list[WrittenFile]:
     """Write ``rows`` (already shaped like the table) as data files; one Spark job (``ledger``: :func:`file_ledger`)."""
     written = map_in_arrow(rows, functools.partial(write_files, target=target, ledger=ledger), FILE_SCHEMA).collect()
     return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["content"])) for r in written]

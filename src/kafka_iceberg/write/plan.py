@@ -18,7 +18,7 @@ from kafka_iceberg.spec.model import TableSpec
 from kafka_iceberg.spec.partitioning import PartitionField, check_against_columns, parse_partition_field
 from kafka_iceberg.spec.types import from_spark_type
 from kafka_iceberg.write.jvm import transform_name
-from kafka_iceberg.write.properties import changed_properties, spec_file, table_properties
+from kafka_iceberg.write.properties import changed_properties, table_properties
 from kafka_iceberg.write.schema import (
     AddColumn,
     MakeOptional,
@@ -143,7 +143,7 @@ def check_identifiers(spec: TableSpec, catalog: str) -> None:
         ConfigError: one problem per bad name.
     """
     problems = [
-        Problem(spec_file(spec), key, value, IDENTIFIER_EXPECTED, "INVALID_IDENTIFIER")
+        Problem(spec.declared_in, key, value, IDENTIFIER_EXPECTED, "INVALID_IDENTIFIER")
         for key, value in (("catalog", catalog), ("namespace", spec.namespace), ("name", spec.name))
         if not IDENTIFIER.match(value)
     ]
@@ -171,11 +171,11 @@ def partition_fields(spec: TableSpec, columns: StructType) -> list[PartitionFiel
         try:
             pf = parse_partition_field(entry)
         except ValueError as exc:
-            problems.append(Problem(spec_file(spec), f"partitioning[{j}]", entry, str(exc), "BAD_PARTITION"))
+            problems.append(Problem(spec.declared_in, f"partitioning[{j}]", entry, str(exc), "BAD_PARTITION"))
             continue
         why = check_against_columns(pf, types)
         if why:
-            problems.append(Problem(spec_file(spec), f"partitioning[{j}]", entry, why, "BAD_PARTITION"))
+            problems.append(Problem(spec.declared_in, f"partitioning[{j}]", entry, why, "BAD_PARTITION"))
         out.append(pf)
     if problems:
         raise ConfigError(problems)
@@ -204,15 +204,17 @@ def _check_upsert_columns(spec: TableSpec, columns: StructType) -> None:
         return
     names = {f.name.lower() for f in columns.fields}
     problems = [
-        Problem(spec_file(spec), f"key_fields[{j}]", key, "a column of the batch", "UNKNOWN_COLUMN")
+        Problem(spec.declared_in, f"key_fields[{j}]", key, "a column of the batch", "UNKNOWN_COLUMN")
         for j, key in enumerate(spec.key_fields)
         if key.lower() not in names
     ]
     if not spec.key_fields:
-        problems.append(Problem(spec_file(spec), "key_fields", [], "at least one key column for upsert", "MISSING_KEY"))
+        problems.append(
+            Problem(spec.declared_in, "key_fields", [], "at least one key column for upsert", "MISSING_KEY")
+        )
     seq = spec.sequence_field or "offset"
     if seq.lower() not in names:
-        problems.append(Problem(spec_file(spec), "sequence_field", seq, "a column of the batch", "UNKNOWN_COLUMN"))
+        problems.append(Problem(spec.declared_in, "sequence_field", seq, "a column of the batch", "UNKNOWN_COLUMN"))
     if problems:
         raise ConfigError(problems)
 

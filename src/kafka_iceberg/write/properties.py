@@ -50,11 +50,6 @@ def table_properties(spec: TableSpec) -> dict[str, str]:
     return out
 
 
-def spec_file(spec: TableSpec) -> str:
-    """The file a table was declared in, for error messages."""
-    return spec.declared_in
-
-
 def int_property(spec: TableSpec, key: str, default: int, *, minimum: int = 0) -> int:
     """An integer from ``write.properties``.
 
@@ -70,7 +65,7 @@ def int_property(spec: TableSpec, key: str, default: int, *, minimum: int = 0) -
         value = minimum - 1
     if value < minimum:
         raise ConfigError.one(
-            spec_file(spec), f"write.properties.{key}", raw, f"an integer >= {minimum}", "INVALID_VALUE"
+            spec.declared_in, f"write.properties.{key}", raw, f"an integer >= {minimum}", "INVALID_VALUE"
         )
     return value
 

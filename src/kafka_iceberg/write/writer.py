@@ -56,7 +56,6 @@ from kafka_iceberg.write.properties import (
     COMMIT_NUM_RETRIES,
     COMMIT_NUM_RETRIES_DEFAULT,
     int_property,
-    spec_file,
 )
 from kafka_iceberg.write.schema import quote
 
@@ -99,7 +98,7 @@ class TableWriter:
     ):
         check_identifiers(spec, catalog)
         if not IDENTIFIER.match(pipeline_id):
-            raise ConfigError.one(spec_file(spec), "pipeline", pipeline_id, IDENTIFIER_EXPECTED, "INVALID_IDENTIFIER")
+            raise ConfigError.one(spec.declared_in, "pipeline", pipeline_id, IDENTIFIER_EXPECTED, "INVALID_IDENTIFIER")
         self.spark = spark
         self.catalog = catalog
         self.spec = spec
@@ -512,7 +511,7 @@ class TableWriter:
         target, why = table.of_metadata("file_target", read)
         if why is not None:
             raise ConfigError.one(
-                spec_file(self.spec), "write.engine", self.spec.write.engine,
+                self.spec.declared_in, "write.engine", self.spec.write.engine,
                 f"spark (table {self.table} as the catalog holds it: {why}, and the arrow writer's pyiceberg "
                 "takes one partition field per column)", "IMPOSSIBLE_COMBINATION",
             )  # fmt: skip
@@ -521,7 +520,7 @@ class TableWriter:
     def _write_files(self, rows: DataFrame) -> list[WrittenFile]:
         table = self._table()
         data = modes.aligned(modes.drop_internal(rows), table.schema())
-        return self._hold(write_frame(data, self._target(table), self._ledger))
+        return self._hold(write_frame(data, self._target(table), ledger=self._ledger))
 
     def write_sorted(self, frame: DataFrame, labels: Labels, *, on_driver: bool = False) -> SortedBatch:
         """The single pass's one Spark job: ``frame`` sorted, its rows written as data files, the rest brought back.
@@ -584,7 +583,7 @@ class TableWriter:
         for f in table_schema.fields:
             if f.name.lower() == name.lower():
                 return str(f.name)
-        raise ConfigError.one(spec_file(self.spec), "key_fields", name, "a column of the table", "UNKNOWN_COLUMN")
+        raise ConfigError.one(self.spec.declared_in, "key_fields", name, "a column of the table", "UNKNOWN_COLUMN")
 
     def _current_in(self, session: SparkSession) -> None:
         """Make ``session`` load the table again if a plan was applied since it last did.
