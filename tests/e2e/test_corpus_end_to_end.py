@@ -115,9 +115,13 @@ def run_messages(
     messages: list[tuple[bytes | None, bytes | None]],
     writer: str | None = None,
     settings: dict[str, Any] | None = None,
+    target: dict[str, Any] | None = None,
 ) -> Outcome:
-    """Produce ``messages`` to a fresh topic, run the fixture table of ``fmt`` once, read everything back."""
-    target = TARGETS[fmt]
+    """Produce ``messages`` to a fresh topic, run the fixture table of ``fmt`` once, read everything back.
+
+    ``target``: where bad records go, in place of the format's :data:`TARGETS`.
+    """
+    target = target or TARGETS[fmt]
     ns, topic = unique(f"corpus_{fmt}"), unique(f"corpus_{fmt}")
     yaml_text, identifier, error_topic, quarantine = _pipeline(fmt, ns, topic, target, writer, settings)
     produce(stack.kafka_bootstrap, topic, messages, partition=0, config=BIG_MESSAGES)
@@ -413,6 +417,65 @@ def test_upsert_rows_made_where_the_arrow_decoder_parses_them_match_sparks_decod
         passed = {name: sum(r.expectations_passed.get(name, 0) for r in reports) for name in rules}
         per_batch = [(r.records_in, r.records_written, r.records_failed, r.records_dropped) for r in reports]
         return [failed, passed, per_batch]
+
+    assert counts(outs["arrow"]) == counts(outs["spark"])
+    assert all(counts(outs["spark"])[0].values())  # each rule was violated
+
+
+@pytest.mark.parametrize("fmt", ["text", "binary"])
+def test_text_and_binary_rows_made_as_sent_by_the_writing_tasks_match_sparks_decoder_and_writer(
+    tmp_path, lake, stack, fmt, monkeypatch
+):
+    """Issue 20: with the Arrow writer the task that writes a text or binary batch makes its rows
+    (decode/as_sent.py) and settles every invalid UTF-8 key or value itself; value for value the
+    same rows, error rows (reason, decoded fields, original bytes) and counts as Spark's decoder
+    and writer, key and value both written, over several batches."""
+    from kafka_iceberg.write import certified, writer
+
+    parsed: list[certified.ParsedBatch] = returns(
+        monkeypatch, writer, "write_where_parsed", certified.write_where_parsed
+    )
+    # pyarrow translates no rule over a binary column (checks/arrow_rules.py): binary has none
+    rules = {"not_banned": ("value <> 'banned'", "quarantine"), "keyed": ("key IS NOT NULL", "warn")}
+    rules = rules if fmt == "text" else {}
+    # Keys Jackson escapes beside a value that is not UTF-8 (their error row's decoded fields), keys
+    # that are not UTF-8 beside values that are, and both at once.
+    keys = [b'q"uote', b"back\\slash", b"line\nfeed", b"ctl\x01", "\u00e9t\u00e9 \U0001f600".encode(), b""]
+    extra = [(k, b"\xff\xfe") for k in keys] + [(b"\xc0\xaf", b"fine"), (b"\xed\xa0\x80", b"\x80"), (None, b"banned")]
+    extra += [(b"k", b"banned"), (None, None), (b"k", None)]
+    messages = [(m.key, m.value) for m in load(fmt)] + draw(hostile.messages(fmt), 100) + extra
+    settings = {  # ``auto`` takes it for text, measured faster; binary only when asked (docs/decode.md)
+        "source": {"mode": "default", "max_records_per_batch": BATCH, "decoder": "auto" if fmt == "text" else "arrow"},
+        "expectations": {name: {"expr": sql, "on_violation": action} for name, (sql, action) in rules.items()},
+    }
+    target = {"topic": True, "quarantine": True, "skip_error": False}
+    outs = {
+        w: run_messages(tmp_path / w, lake, stack, fmt, messages, writer=w, settings=settings, target=target)
+        for w in ("spark", "arrow")
+    }
+    # Only the Arrow writer's run writes as sent: every batch, nothing left to Spark's decoder.
+    assert len(parsed) == -(-len(messages) // BATCH)
+    assert all(p.left is None for p in parsed)
+    if fmt == "text":
+        assert sum(len(p.errors) for p in parsed) == len(outs["spark"].errors["topic"]) > 10  # settled in the tasks
+        assert sum(len(p.quarantined) for p in parsed) > 0  # the rule's violations, routed there too
+    assert outs["arrow"].offsets == outs["spark"].offsets
+
+    def rows(out: Outcome) -> dict[int, dict[str, Any]]:
+        return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
+
+    assert rows(outs["arrow"]) == rows(outs["spark"])
+    assert outs["arrow"].errors == outs["spark"].errors  # per target: offset, reason, stage, bytes, _decoded
+    decoded = {e.decoded for e in outs["spark"].errors.get("quarantine", {}).values()}
+    if fmt == "text":
+        assert '{"key":"q\\"uote"}' in decoded and '{"key":"ctl\\u0001"}' in decoded  # printed as Jackson does
+        assert '{"value":"fine"}' in decoded  # a key that is not UTF-8 leaves the value decoded
+
+    def counts(out: Outcome) -> list[Any]:
+        reports = out.ran.reports
+        failed = {name: sum(r.expectations_failed.get(name, 0) for r in reports) for name in rules}
+        per_batch = [(r.records_in, r.records_written, r.records_failed, r.records_quarantined) for r in reports]
+        return [failed, per_batch]
 
     assert counts(outs["arrow"]) == counts(outs["spark"])
     assert all(counts(outs["spark"])[0].values())  # each rule was violated

@@ -25,6 +25,7 @@ from kafka_iceberg.checks.labels import Labels, check_columns, merged_stats, wri
 from kafka_iceberg.checks.routing import RoutingResult
 from kafka_iceberg.decode import Decoded, avro_jvm, decode, discovers_columns, pt_value
 from kafka_iceberg.decode.arrow import AUTO_ARROW_BACKOFF, AUTO_ARROW_WHERE_PARSED, arrow_parses, uses_arrow
+from kafka_iceberg.decode.as_sent import as_sent_layout
 from kafka_iceberg.decode.codec import Codec
 from kafka_iceberg.decode.plan import kafka_frame
 from kafka_iceberg.decode.schemaful import build_codec, is_schemaful, latest_ids, row_schema
@@ -665,6 +666,9 @@ class BatchProcessor:
         labelled, labels, columns = self._labelled(decoded, table_schema)
         self.writer.prepare(columns)
         layout = decoded.layout if arrow else None
+        if layout is None and "arrow" in (decoder, self.spec.source.decoder) and schema_key not in self._elsewhere:
+            # text and binary: their rows made as sent by the tasks that write them (decode/as_sent.py)
+            layout = as_sent_layout(self.spec.source.format, self.spec.source.effective_mode)
         rules = self._arrow_rules(columns) if layout is not None else []
         if layout is not None and writes_where_parsed(self.spec, layout, rules):
             shape = _WhereParsed(layout, columns, labels, [r for r in rules if r is not None])
@@ -673,7 +677,7 @@ class BatchProcessor:
                 raw, shape, flush_time=flush_time, known=known, table_schema=table_schema, persist=persist
             )
             return written, labels
-        if arrow or decoder == "arrow":  # not written where parsed against this schema, now or later
+        if arrow or decoder == "arrow" or layout is not None:  # not written where parsed against this schema
             self._elsewhere.add(schema_key)
         if arrow and decoder != "arrow":  # ``decoder: arrow``: its pass feeds the rows (auto keeps Spark's plan)
             decoded = decode(

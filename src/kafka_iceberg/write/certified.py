@@ -49,6 +49,8 @@ from kafka_iceberg.checks.arrow_rules import Rule, holds
 from kafka_iceberg.checks.labels import quarantined_by
 from kafka_iceberg.decode import csv_errors, flatten_errors, not_json
 from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
+from kafka_iceberg.decode.as_sent import AS_SENT, certify_as_sent
+from kafka_iceberg.decode.as_sent import settled_reasons as not_utf8_reasons
 from kafka_iceberg.decode.codec import Codec
 from kafka_iceberg.decode.plan import ERROR_STAGE, HEADERS, KEY, VALUE, payload_part
 from kafka_iceberg.decode.readable import Unprintable, spark_json
@@ -92,7 +94,7 @@ def writes_where_parsed(spec: TableSpec, layout: Layout | None, rules: list[Rule
     """
     if layout is None or spec.source.include_headers or any(rule is None for rule in rules):
         return False
-    if layout.fmt == "json":
+    if layout.fmt == "json" or layout.fmt in AS_SENT:
         return True
     read = ("string",) if layout.fmt == "csv" else NATIVE_JSON_TYPES  # what Arrow's reader gives as is
     return all(t in read or layout.converted_where_parsed(t) for _, t in layout.columns)
@@ -212,9 +214,9 @@ def _parsed(
     import numpy as np
     import pyarrow as pa
 
-    checked = certify_batch(batch, layout)
+    checked = certify_as_sent(batch, layout) if layout.fmt in AS_SENT else certify_batch(batch, layout)
     ok = checked.column(OK).to_numpy(zero_copy_only=False).astype(bool)
-    certified = checked.filter(pa.array(ok))
+    certified = checked if ok.all() else checked.filter(pa.array(ok))  # a clean batch: no copy
     parsed = {name: certified.column(f"_ki_a{i}") for i, (name, _) in enumerate(layout.columns)}
     columns = _rows(certified, parsed, layout.source if layout.fmt == "json" else None, part, names)
     present = np.ones(certified.num_rows, dtype=bool)
@@ -347,9 +349,11 @@ def _settled(
 ) -> dict[int, tuple[str, str | None]]:
     """Those of ``rows`` that certainly do not decode: Spark's decoder's reason and decoded fields.
 
-    csv (:mod:`~kafka_iceberg.decode.csv_errors`), flatten (:mod:`~kafka_iceberg.decode.flatten_errors`)
-    or json (:mod:`~kafka_iceberg.decode.not_json`).
+    csv (:mod:`~kafka_iceberg.decode.csv_errors`), flatten (:mod:`~kafka_iceberg.decode.flatten_errors`),
+    json (:mod:`~kafka_iceberg.decode.not_json`) or text (:mod:`~kafka_iceberg.decode.as_sent`).
     """
+    if layout.fmt in AS_SENT:
+        return not_utf8_reasons(batch, rows, layout)
     payload = batch.column(layout.source)
     if layout.fmt == "csv":
         return csv_errors.settled_reasons(payload, rows, layout, names, utc=part.zoneless_utc)
