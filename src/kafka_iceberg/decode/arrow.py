@@ -609,7 +609,8 @@ def invalid_utf8(values: pa.Array) -> Any:
     data = np.frombuffer(values.buffers()[2], dtype=np.uint8, count=int(offsets[-1]))
     starts, lengths = offsets[:-1], np.diff(offsets)
     filled = np.flatnonzero(lengths > 0)
-    top = np.maximum.reduceat(data, starts[filled]) if len(filled) else np.zeros(0, dtype=np.uint8)
+    at = np.asarray(starts[filled], dtype=np.intp)
+    top = np.maximum.reduceat(data, at) if len(filled) else np.zeros(0, dtype=np.uint8)
     suspects = filled[top >= 0x80]  # each value's highest byte: reduceat over the starts of the filled ones
     candidates = values.take(pa.array(suspects, pa.int64()))
     found: list[int] = []
