@@ -52,14 +52,14 @@ def certify_as_sent(batch: pa.RecordBatch, layout: Layout) -> pa.RecordBatch:
     for name, _ in layout.columns:
         column = batch.column(_SOURCE[name])
         if layout.fmt == "text":
-            try:
-                column = column.cast(pa.string())  # validated once, its buffers shared
-            except pa.ArrowInvalid:
-                bad = invalid_utf8(column)
+            bad = invalid_utf8(column)  # one validating cast when all are UTF-8
+            if len(bad):
                 ok[bad] = False
                 valid = np.ones(batch.num_rows, dtype=bool)
                 valid[bad] = False
-                column = pc.if_else(pa.array(valid), column, pa.scalar(None, column.type)).cast(pa.string())
+                column = pc.if_else(pa.array(valid), column, pa.scalar(None, column.type))
+            # validated above: the cast only relabels the buffers
+            column = pc.cast(column, options=pc.CastOptions(pa.string(), allow_invalid_utf8=True))
         parts.append(column)
     names = [*batch.schema.names, OK, *[f"_ki_a{i}" for i in range(len(parts))]]
     return pa.RecordBatch.from_arrays([*batch.columns, pa.array(ok), *parts], names=names)

@@ -28,6 +28,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafka_iceberg.decode import avro
+from kafka_iceberg.decode.arrow import invalid_utf8
 from kafka_iceberg.decode.wire import header_sql
 
 if TYPE_CHECKING:
@@ -204,8 +205,9 @@ def _valid(expr: str, dtype: DataType, depth: int, *, top: bool = False, text: b
 def not_utf8(values: pa.Array) -> np.ndarray[Any, np.dtype[np.bool_]]:
     """Which of ``values`` (the JVM's decoded records, as Arrow) hold a string that is not UTF-8.
 
-    Spark hands Java's bytes to Arrow as they are; Arrow's full validation finds invalid text in a
-    whole column at once, and halving the column finds the records (rare: bad ones).
+    Spark hands Java's bytes to Arrow as they are; a string column's bytes are checked as the Arrow
+    decoder checks a payload's (:func:`~kafka_iceberg.decode.arrow.invalid_utf8`: one validation of
+    the whole column, then halving among the values with a high byte).
     """
     import numpy as np
     import pyarrow as pa
@@ -213,14 +215,7 @@ def not_utf8(values: pa.Array) -> np.ndarray[Any, np.dtype[np.bool_]]:
     n, kind = len(values), values.type
     out = np.zeros(n, dtype=bool)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        try:
-            values.validate(full=True)
-        except pa.ArrowInvalid:
-            if n == 1:
-                out[0] = True
-            else:
-                half = n // 2
-                out[:half], out[half:] = not_utf8(values.slice(0, half)), not_utf8(values.slice(half))
+        out[invalid_utf8(values.view(pa.large_binary() if pa.types.is_large_string(kind) else pa.binary()))] = True
     elif pa.types.is_struct(kind):
         for child in values.flatten():  # the children of these records only (a slice's)
             out |= not_utf8(child)
