@@ -264,6 +264,11 @@ def test_generated_hostile_batches_add_up(tmp_path, lake, stack, fmt):
 _PER_RUN = ("topic", "timestamp", "pt")
 
 
+def rows(out: Outcome) -> dict[int, dict[str, Any]]:
+    """The rows of a run by offset, without the columns that differ between runs of the same messages."""
+    return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_both_writers_make_the_same_rows_and_error_rows_of_the_corpus_and_generated_batches(tmp_path, lake, stack, fmt):
     """Issue 20: Spark's writer and the Arrow writer's single pass, value for value, on hostile input."""
@@ -271,9 +276,6 @@ def test_both_writers_make_the_same_rows_and_error_rows_of_the_corpus_and_genera
     outs = {w: run_messages(tmp_path / w, lake, stack, fmt, messages, writer=w) for w in ("spark", "arrow")}
     spark_out, arrow_out = outs["spark"], outs["arrow"]
     assert arrow_out.offsets == spark_out.offsets
-
-    def rows(out: Outcome) -> dict[int, dict[str, Any]]:
-        return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
 
     assert rows(arrow_out) == rows(spark_out)
     assert arrow_out.errors == spark_out.errors  # per target: offset, reason, stage, original key and value
@@ -331,9 +333,6 @@ def test_records_written_where_the_arrow_decoder_parses_them_match_sparks_decode
     assert sum(len(p.errors) for p in parsed) > 0  # broken documents settled by the tasks (decode/not_json.py)
     assert sum(len(p.quarantined) for p in parsed) > 0  # and violations quarantined there (write/certified.py)
     assert outs["parsed"].offsets == outs["spark"].offsets
-
-    def rows(out: Outcome) -> dict[int, dict[str, Any]]:
-        return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
 
     assert rows(outs["parsed"]) == rows(outs["spark"])
     assert outs["parsed"].errors == outs["spark"].errors  # per target: offset, reason, stage, bytes, _decoded
@@ -400,9 +399,6 @@ def test_upsert_rows_made_where_the_arrow_decoder_parses_them_match_sparks_decod
     assert certified_count >= len(clean) and any(p.left is not None for p in parsed)  # by Arrow, and not
     assert outs["arrow"].offsets == outs["spark"].offsets
 
-    def rows(out: Outcome) -> dict[int, dict[str, Any]]:
-        return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
-
     assert rows(outs["arrow"]) == rows(outs["spark"])
     assert outs["arrow"].errors == outs["spark"].errors  # per target: offset, reason, stage, original bytes
     by_id = {r["id"]: r for r in rows(outs["spark"]).values()}
@@ -460,9 +456,6 @@ def test_text_and_binary_rows_made_as_sent_by_the_writing_tasks_match_sparks_dec
         assert sum(len(p.errors) for p in parsed) == len(outs["spark"].errors["topic"]) > 10  # settled in the tasks
         assert sum(len(p.quarantined) for p in parsed) > 0  # the rule's violations, routed there too
     assert outs["arrow"].offsets == outs["spark"].offsets
-
-    def rows(out: Outcome) -> dict[int, dict[str, Any]]:
-        return {o: {k: v for k, v in r.items() if k not in _PER_RUN} for o, r in out.rows.items()}
 
     assert rows(outs["arrow"]) == rows(outs["spark"])
     assert outs["arrow"].errors == outs["spark"].errors  # per target: offset, reason, stage, bytes, _decoded
