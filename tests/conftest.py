@@ -26,8 +26,10 @@ REPO = Path(__file__).resolve().parents[1]
 _TIMINGS: dict[str, float] = {}
 # The tests' Spark jobs are short: the JVM's quick compiler alone starts them sooner (docs/local-stack.md,
 # "Quick JIT for tests"). Every local session of the run gets it, subprocesses' included; the
-# deployed-jobs harness's tasks, which get only a cluster's environment, do not.
-os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
+# deployed-jobs harness's tasks, which get only a cluster's environment, do not. C1 alone reserves 48 MB
+# for compiled code (tiered: 240 MB); a worker's session compiling a thousand tests' generated classes
+# filled it, and Spark ends the JVM on "Out of space in CodeCache": the tiered size is kept.
+os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
