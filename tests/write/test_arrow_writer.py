@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from kafka_iceberg.errors import ConfigError
 from kafka_iceberg.spec.load import load_pipeline
 from kafka_iceberg.write.jvm import IcebergTable
-from tests.support.kafka import produce
+from tests.support.kafka import create_topic, produce
 from tests.support.run import run_pipeline, unique
 from tests.support.verify import assert_verified
 from tests.write.conftest import column_encodings
@@ -418,3 +419,61 @@ def test_the_arrow_writer_gives_a_dictionary_only_where_it_pays_as_sparks_writer
         assert not arrow_encodings[column] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, column
         assert "PLAIN" in spark_encodings[column], column
     assert arrow_size <= spark_size * 1.1, (arrow_size, spark_size)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "extra"),
+    [
+        ("json", ""),  # decoded and written where parsed (write/certified.py)
+        ("text", ""),  # made as sent by the writing tasks (decode/as_sent.py)
+        ("binary", ""),  # decoded by Spark, written by the single pass (write/arrow_files.py, sort_and_write)
+        ("flatten", "decoder: spark, "),  # the same with checks' columns
+    ],
+)
+def test_a_commit_holds_a_file_per_core_for_each_partition_it_touches_however_many_topic_partitions_it_reads(
+    tmp_path, lake, stack, fmt, extra
+):
+    # Spark's Kafka source reads each topic partition in a task of its own: six of them in one
+    # batch would be six files of one partition value where the session has two cores.
+    ns, topic = unique("per_core"), unique("spread")
+    create_topic(stack.kafka_bootstrap, topic, partitions=6)
+    for p in range(6):
+        produce(stack.kafka_bootstrap, topic, [(f"k{p}-{i}", json.dumps({"id": p * 100 + i})) for i in range(40)],
+                partition=p)  # fmt: skip
+    schema = "\n    schema: {columns: {id: long}}" if fmt == "flatten" else ""
+    run_pipeline(
+        tmp_path,
+        f"""pipeline: p
+catalog: lake
+tables:
+  - name: t
+    namespace: {ns}
+    source: {{topics: [{topic}], format: {fmt}, {extra}max_records_per_batch: 1000}}{schema}
+    write: {{engine: arrow}}
+""",
+    )
+    table = lake.pyiceberg().load_table(f"{ns}.t")
+    rows = table.scan().to_arrow()
+    assert rows.num_rows == 240 and set(rows.column("partition").to_pylist()) == set(range(6))
+    (snapshot,) = table.snapshots()  # one batch read all six partitions
+    added = table.inspect.entries().to_pylist()
+    touched = {json.dumps(e["data_file"]["partition"], sort_keys=True, default=str) for e in added}
+    assert len(touched) == 1 and 1 <= len(added) <= 2, (
+        snapshot.summary,
+        [e["data_file"]["record_count"] for e in added],
+    )
+    assert int(snapshot.summary["added-data-files"]) == len(added)
+
+
+def test_cores_are_local_masters_threads_or_the_clusters_default_parallelism():
+    from types import SimpleNamespace
+
+    from kafka_iceberg.write.arrow_files import cores
+
+    def session(master: str, parallelism: int = 16) -> Any:
+        return SimpleNamespace(sparkContext=SimpleNamespace(master=master, defaultParallelism=parallelism))
+
+    assert [cores(session(m)) for m in ("local", "local[2]", "local[3,4]", "local[ 5 ]")] == [1, 2, 3, 5]
+    assert cores(session("local[*]")) == (os.cpu_count() or 1)
+    assert cores(session("spark://h:7077", 24)) == 24 and cores(session("local-cluster[2,1,1024]", 2)) == 2
+    assert cores(session("yarn", 0)) == 1

@@ -514,11 +514,40 @@ class WrittenFile:
     content: str  # the file as Iceberg's ContentFileParser JSON (:func:`content_json`)
 
 
+def cores(spark: SparkSession) -> int:
+    """How many tasks the session runs at once: ``local[N]``'s N, else Spark's default parallelism.
+
+    A local session's default parallelism is set above its cores (session.LOCAL_DEFAULTS) so that a
+    scan splits its files finer than the cores; a cluster's is its executors' cores.
+    """
+    context = spark.sparkContext
+    master = str(context.master)
+    if master == "local":
+        return 1
+    if master.startswith("local["):  # local[N], local[*], local[N,F] (F: task retries)
+        threads = master[len("local[") :].partition(",")[0].rstrip("]").strip()
+        return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
+    return max(1, int(context.defaultParallelism))
+
+
+def task_per_core(frame: DataFrame) -> DataFrame:
+    """``frame`` read by at most one task per core, for the tasks that write files.
+
+    A task writes a file per partition value it holds, so a batch's commit has at most partitions
+    touched x cores files. A scan splits a replay file at its row groups, and Spark's Kafka source
+    makes a task per topic partition: more tasks than cores would only make more, smaller files, as
+    the cores run them in turns anyway. Coalescing reads neighbouring splits in one task (no shuffle);
+    a frame already in fewer partitions is left as it is.
+    """
+    return frame.coalesce(cores(frame.sparkSession))
+
+
 def write_frame(
     rows: DataFrame, target: FileTarget, *, ledger: Accumulator[list[str]] | None = None
 ) -> list[WrittenFile]:
     """Write ``rows`` (already shaped like the table) as data files; one Spark job (``ledger``: :func:`file_ledger`)."""
-    written = map_in_arrow(rows, functools.partial(write_files, target=target, ledger=ledger), FILE_SCHEMA).collect()
+    task = functools.partial(write_files, target=target, ledger=ledger)
+    written = map_in_arrow(task_per_core(rows), task, FILE_SCHEMA).collect()
     return [WrittenFile(str(r["path"]), int(r["size"]), int(r["records"]), str(r["content"])) for r in written]
 
 
@@ -593,7 +622,7 @@ def sort_and_write(
         out: list[Any] = [row for batch in batches for row in batch.to_pylist()]
     else:
         task = functools.partial(write_sorted, target=target, labels=labels, schema=arrow, ledger=ledger)
-        out = map_in_arrow(frame, task, struct).collect()
+        out = map_in_arrow(task_per_core(frame), task, struct).collect()
     stats = merged_stats([json.loads(r["stats"]) for r in out if r["kind"] == "stats"], len(labels.rules))
     return SortedBatch(written_files(out), leaving(out, "error"), leaving(out, "quarantine"), stats)
 

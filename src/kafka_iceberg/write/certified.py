@@ -67,6 +67,7 @@ from kafka_iceberg.write.arrow_files import (
     data_files,
     leaving,
     sorted_schema,
+    task_per_core,
     written_files,
 )
 
@@ -646,7 +647,7 @@ def write_where_parsed(
     struct, arrow = sorted_schema()
     part = _part(frame, spec, pt, rules, payload)
     task = functools.partial(write_parsed, parser=parser, part=part, target=target, schema=arrow, ledger=ledger)
-    out = persist(map_in_arrow(frame, task, struct))
+    out = persist(map_in_arrow(task_per_core(frame), task, struct))
     head = out.where(f"kind <> '{_LEFT}'").collect()
     stats, rest, left = _counts(spec, out, [r for r in head if r["kind"] == "stats"], len(rules), "written")
     unseen, nested = frozenset(stats.pop(_UNSEEN)), frozenset(stats.pop(_NESTED))
