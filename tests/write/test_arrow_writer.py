@@ -477,3 +477,10 @@ def test_cores_are_local_masters_threads_or_the_clusters_default_parallelism():
     assert cores(session("local[*]")) == (os.cpu_count() or 1)
     assert cores(session("spark://h:7077", 24)) == 24 and cores(session("local-cluster[2,1,1024]", 2)) == 2
     assert cores(session("yarn", 0)) == 1
+
+    class Connect:  # Spark Connect's session has no SparkContext
+        @property
+        def sparkContext(self) -> Any:
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED]")
+
+    assert cores(Connect()) is None

@@ -514,13 +514,17 @@ class WrittenFile:
     content: str  # the file as Iceberg's ContentFileParser JSON (:func:`content_json`)
 
 
-def cores(spark: SparkSession) -> int:
+def cores(spark: SparkSession) -> int | None:
     """How many tasks the session runs at once: ``local[N]``'s N, else Spark's default parallelism.
 
     A local session's default parallelism is set above its cores (session.LOCAL_DEFAULTS) so that a
-    scan splits its files finer than the cores; a cluster's is its executors' cores.
+    scan splits its files finer than the cores; a cluster's is its executors' cores. None without a
+    SparkContext (Spark Connect).
     """
-    context = spark.sparkContext
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect
+        return None
     master = str(context.master)
     if master == "local":
         return 1
@@ -539,7 +543,8 @@ def task_per_core(frame: DataFrame) -> DataFrame:
     the cores run them in turns anyway. Coalescing reads neighbouring splits in one task (no shuffle);
     a frame already in fewer partitions is left as it is.
     """
-    return frame.coalesce(cores(frame.sparkSession))
+    n = cores(frame.sparkSession)
+    return frame if n is None else frame.coalesce(n)
 
 
 def write_frame(
