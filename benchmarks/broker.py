@@ -14,9 +14,14 @@ from typing import Any
 
 from benchmarks.datagen import PARTITIONS, Dataset, Generated
 
-# The datasets also measured from the broker: the formats the Arrow writer takes, dirty and clean,
-# at the small message size (where a batch's fixed costs weigh most).
-BROKER_DATASETS = frozenset(f"{fmt}_small{clean}" for fmt in ("json", "csv", "flatten") for clean in ("", "_clean"))
+# The datasets also measured from the broker, the reader a job cluster runs: every dataset of every
+# format, small and large, dirty and (where there is one) clean.
+FORMATS = ("json", "csv", "flatten", "text", "binary", "avro")
+WITH_CLEAN = ("json", "csv", "flatten")
+BROKER_DATASETS = frozenset(
+    f"{fmt}_{size}{clean}" for fmt in FORMATS for size in ("small", "large")
+    for clean in ("", *(("_clean",) if fmt in WITH_CLEAN else ()))
+)  # fmt: skip
 
 
 def load_topic(bootstrap: str, ds: Dataset, gen: Generated) -> int:

@@ -12,8 +12,8 @@ Registry), for every format (flatten, csv, json, text, binary, avro) x size (sma
    (``benchmarks/stages.py``);
 3. on the same files, in the same Spark session, run baseline (a), a hand-written Spark job, and
    baseline (b), pyarrow on one core (``benchmarks/baselines.py``);
-   for json, csv and flatten at the small size, produce the same messages to the stack's broker and
-   run the framework and (a) again with Spark's Kafka source (``benchmarks/broker.py``);
+   for every append dataset, produce the same messages to the stack's broker and run the framework
+   and (a) again with Spark's Kafka source (``benchmarks/broker.py``);
 4. measure the local reader's produce-to-visible latency (``benchmarks/latency.py``);
 5. write ``docs/benchmarks/results.{json,md}`` and ``throughput.png`` (``benchmarks/report.py``).
 
@@ -116,7 +116,7 @@ METHOD = [
     "casts (text, binary), a `pt` literal, and `writeTo(table).append()` (`overwritePartitions()`; "
     "`MERGE INTO` of the newest row per key for upsert) into a table with the same columns and "
     "properties in the same catalog. No error routing, no expectations, no marker.",
-    "- **From the broker** (json, csv, flatten, small, dirty and clean): the replay files' messages "
+    "- **From the broker** (every format, small and large, dirty and clean): the replay files' messages "
     "produced once per run (untimed) to the stack's Kafka, same partitions, keys and timestamps; the "
     "framework runs with `reader: spark` (the `local` environment: Spark's Kafka source), baseline (a) "
     'with `readStream.format("kafka")`; both from the earliest offset, `maxOffsetsPerTrigger` = the '
