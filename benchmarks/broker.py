@@ -14,15 +14,6 @@ from typing import Any
 
 from benchmarks.datagen import PARTITIONS, Dataset, Generated
 
-# The datasets also measured from the broker, the reader a job cluster runs: every dataset of every
-# format, small and large, dirty and (where there is one) clean.
-FORMATS = ("json", "csv", "flatten", "text", "binary", "avro")
-WITH_CLEAN = ("json", "csv", "flatten")
-BROKER_DATASETS = frozenset(
-    f"{fmt}_{size}{clean}" for fmt in FORMATS for size in ("small", "large")
-    for clean in ("", *(("_clean",) if fmt in WITH_CLEAN else ()))
-)  # fmt: skip
-
 
 def load_topic(bootstrap: str, ds: Dataset, gen: Generated) -> int:
     """Produce every message of ``gen``'s replay files to ``ds.topic`` (created with their partitions).
