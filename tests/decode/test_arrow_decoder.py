@@ -497,6 +497,43 @@ def test_the_pre_checks_read_from_the_bytes_keep_what_they_keep_written_out_per_
     assert kept > 500  # the comparison is not between two empty answers
 
 
+def test_keys_found_in_the_bytes_are_those_a_search_of_each_payload_finds():
+    """``_at_keys`` finds a nested column's keys with numpy at any byte alignment; on generated
+    payloads crowded with the name (as a key, spaced before its colon, as a string, inside other
+    names, nested, repeated), as binary and large_binary, whole and sliced, it counts exactly the
+    keys a regular expression finds in each payload, and each record's view starts at its first."""
+    import re
+
+    from kafka_iceberg.decode.arrow import _at_keys, _bytes_of
+
+    rng = random.Random(76)
+    pieces = [b'"ctx":', b'"ctx" :', b'"ctx"\t\t:', b'"ctx",', b'"ctx"}', b'"ctxs":', b'"actx":', b'"c":', b'"ct"']
+    pieces += [b'{"ctx":1}', b"ctx:", b'"', b"x", b" ", b"1", b",", b"[", b"\xc3\xa9"]
+
+    def payload() -> bytes:
+        return b"{" + b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12))) + b"}"
+
+    key = re.compile(rb'"ctx"[ \t]*:')
+    found = 0
+    for _ in range(40):
+        values = [payload() for _ in range(rng.randrange(1, 120))]
+        for arrow_type in (pa.binary(), pa.large_binary()):
+            whole = pa.array(values, arrow_type)
+            start = rng.randrange(len(values))
+            for array in (whole, whole.slice(start, rng.randrange(len(values) - start + 1))):
+                seen, view = _at_keys(*_bytes_of(array), "ctx")
+                records = array.to_pylist()
+                assert seen.tolist() == [len(key.findall(r)) for r in records]
+                for record, at_key in zip(records, view.to_pylist(), strict=True):
+                    first = key.search(record)
+                    if first is None:
+                        assert not key.match(at_key)
+                    else:
+                        assert at_key.startswith(record[first.start() :])
+                found += sum(seen.tolist())
+    assert found > 500  # the comparison is not between two empty answers
+
+
 # -- timestamps and dates the Arrow writer converts from text -------------------------------------
 def _date_time_texts(rng: random.Random, n: int) -> list[str]:
     """Text near the canonical ISO 8601 forms: valid, impossible (02-30, 24:00, :60), and other spellings."""

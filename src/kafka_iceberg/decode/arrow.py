@@ -550,6 +550,11 @@ def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]
     taken where its key is; that is the top level because no nested value holds a ``nested`` key
     (checked): every other place a nested value could be fails Arrow's parse (a typed column) or
     the top-level check (an unknown key), and no string can hold ``"key":`` unescaped.
+
+    The keys are found with numpy and each value read by a regular expression anchored at its key
+    (:func:`_at_keys`): searching every message for the keys, then for each value, took three
+    quarters of this function's time on the benchmark's small flatten documents (benchmarks/fixes.md,
+    stop 76).
     """
     import numpy as np
     import pyarrow as pa
@@ -560,14 +565,17 @@ def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]
     fits = pc.match_substring_regex(candidates, f"^\\{{{_WS}(?:{pair}{_WS}(?:,{_WS}{pair}{_WS})*)?\\}}$")
     fits = fits.fill_null(False).to_numpy(zero_copy_only=False).copy()
     any_key = f'"(?:{"|".join(re.escape(name) for name in nested)})"{_WS}:'
-    # Each nested key at most once: as many keys as values found, counted in one pass for all of them
-    # (a key whose value the expression does not read is counted but not found).
-    keys_seen = pc.count_substring_regex(candidates, any_key).to_numpy(zero_copy_only=False)
+    starts, data = _bytes_of(candidates)
+    # Each nested key at most once: as many keys as values found (a key whose value the
+    # expression does not read is counted but not found).
+    keys_seen = np.zeros(len(candidates), dtype=np.int64)
     values_found = np.zeros(len(candidates), dtype=np.int64)
     texts: dict[str, pa.Array] = {}
     for name in nested:
+        seen, at_key = _at_keys(starts, data, name)
+        keys_seen += seen
         key = f'"{re.escape(name)}"{_WS}:'
-        value = pc.struct_field(pc.extract_regex(candidates, f"{key}{_WS}(?P<v>{_VALUE})"), [0])
+        value = pc.struct_field(pc.extract_regex(at_key, f"^{key}{_WS}(?P<v>{_VALUE})"), [0])
         value = value.cast(pa.string())  # candidates are valid UTF-8
         escaped = pc.match_substring_regex(value, f"{_ESCAPED_BY_JACKSON}|{any_key}")
         structure = pc.or_(pc.starts_with(value, "{"), pc.starts_with(value, "["))
@@ -587,6 +595,44 @@ def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]
         texts[name] = pc.if_else(pc.equal(value, "null"), pa.scalar(None, pa.string()), text)
     fits &= keys_seen == values_found
     return fits, texts
+
+
+def _at_keys(starts: Any, data: Any, name: str) -> tuple[Any, pa.Array]:
+    """(seen, at_key): how often each record holds ``"name"`` as a key, and its bytes from the first one.
+
+    A key is ``"name"`` followed by spaces or tabs and a colon, at any depth (no string holds it
+    unescaped). ``at_key`` is a view of ``data`` without a copy: a record's value runs from its
+    first key to the next record's (from its end when it has none, so it does not start with the
+    key); an expression anchored at the start reads the key's value and stops, where one searching
+    the whole record reads every byte before it.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    word, end = f'"{name}"'.encode(), len(data)
+    # The quote and the name's first byte as one 16-bit number, at even then odd positions: two
+    # passes over the bytes where one per byte found a letter common in text many times a record.
+    pair = word[0] | word[1] << 8
+    even = np.flatnonzero(data[: end // 2 * 2].view("<u2") == pair) * 2
+    odd = np.flatnonzero(data[1 : 1 + (end - 1) // 2 * 2].view("<u2") == pair) * 2 + 1
+    at = np.sort(np.concatenate((even, odd)))
+    at = at[at + len(word) < end]
+    for k in range(2, len(word)):
+        at = at[data[at + k] == word[k]]
+    after = at + len(word)  # candidates end with }: spaces never run to the end
+    while True:
+        spaces = (data[after] == 0x20) | (data[after] == 0x09)
+        if not spaces.any():
+            break
+        after += spaces
+    at = at[data[after] == ord(":")]
+    records = _records_at(starts, at)
+    seen = np.bincount(records, minlength=len(starts) - 1)
+    offsets = np.append(starts[1:], end)  # one more than the records: a view of n values
+    first = np.flatnonzero(np.diff(records, prepend=-1))  # ``at`` is in order: each record's first key
+    offsets[records[first]] = at[first]
+    view = pa.Array.from_buffers(pa.large_binary(), len(starts) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return seen, view
 
 
 def invalid_utf8(values: pa.Array) -> Any:
