@@ -484,16 +484,12 @@ def test_the_pre_checks_read_from_the_bytes_keep_what_they_keep_written_out_per_
     layouts.append(Layout(fmt="csv", source="v", delimiter="\t", quote="'"))
     kept = 0
     for _ in range(30):
-        values = [payload() for _ in range(rng.randrange(1, 200))]
-        for arrow_type in (pa.binary(), pa.large_binary()):
-            whole = pa.array(values, arrow_type)
-            start = rng.randrange(len(values))
-            for array in (whole, whole.slice(start, rng.randrange(len(values) - start + 1))):
-                for layout in layouts:
-                    got = _candidates(array, layout)
-                    assert isinstance(got, np.ndarray) and len(got) == len(array)
-                    assert got.tolist() == _pre_checks_in_python(array.to_pylist(), layout), layout
-                    kept += int(got.sum())
+        for array in _as_arrays(rng, [payload() for _ in range(rng.randrange(1, 200))]):
+            for layout in layouts:
+                got = _candidates(array, layout)
+                assert isinstance(got, np.ndarray) and len(got) == len(array)
+                assert got.tolist() == _pre_checks_in_python(array.to_pylist(), layout), layout
+                kept += int(got.sum())
     assert kept > 500  # the comparison is not between two empty answers
 
 
@@ -516,22 +512,28 @@ def test_keys_found_in_the_bytes_are_those_a_search_of_each_payload_finds():
     key = re.compile(rb'"ctx"[ \t]*:')
     found = 0
     for _ in range(40):
-        values = [payload() for _ in range(rng.randrange(1, 120))]
-        for arrow_type in (pa.binary(), pa.large_binary()):
-            whole = pa.array(values, arrow_type)
-            start = rng.randrange(len(values))
-            for array in (whole, whole.slice(start, rng.randrange(len(values) - start + 1))):
-                seen, view = _at_keys(*_bytes_of(array), "ctx")
-                records = array.to_pylist()
-                assert seen.tolist() == [len(key.findall(r)) for r in records]
-                for record, at_key in zip(records, view.to_pylist(), strict=True):
-                    first = key.search(record)
-                    if first is None:
-                        assert not key.match(at_key)
-                    else:
-                        assert at_key.startswith(record[first.start() :])
-                found += sum(seen.tolist())
+        for array in _as_arrays(rng, [payload() for _ in range(rng.randrange(1, 120))]):
+            seen, view = _at_keys(*_bytes_of(array), "ctx")
+            records = array.to_pylist()
+            assert seen.tolist() == [len(key.findall(r)) for r in records]
+            for record, at_key in zip(records, view.to_pylist(), strict=True):
+                first = key.search(record)
+                if first is None:
+                    assert not key.match(at_key)
+                else:
+                    assert at_key.startswith(record[first.start() :])
+            found += sum(seen.tolist())
     assert found > 500  # the comparison is not between two empty answers
+
+
+def _as_arrays(rng: random.Random, values: list[bytes | None]) -> list[pa.Array]:
+    """``values`` as binary and large_binary, each whole and as a random slice (an array offset)."""
+    out = []
+    for arrow_type in (pa.binary(), pa.large_binary()):
+        whole = pa.array(values, arrow_type)
+        start = rng.randrange(len(values))
+        out += [whole, whole.slice(start, rng.randrange(len(values) - start + 1))]
+    return out
 
 
 # -- timestamps and dates the Arrow writer converts from text -------------------------------------
