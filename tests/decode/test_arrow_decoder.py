@@ -493,6 +493,26 @@ def test_the_pre_checks_read_from_the_bytes_keep_what_they_keep_written_out_per_
     assert kept > 500  # the comparison is not between two empty answers
 
 
+def test_a_word_is_found_in_the_bytes_wherever_a_plain_search_finds_it():
+    """``_found`` (the pre-checks' and the keys' search) looks for a word's first two bytes as one
+    16-bit number at even and odd positions; on short byte strings of a few letters, of every
+    length and so every alignment, with words of one to three bytes, it finds every start a plain
+    search finds, the last one that fits included."""
+    import numpy as np
+
+    from kafka_iceberg.decode.arrow import _found
+
+    rng = random.Random(77)
+    found = 0
+    for _ in range(3000):
+        data = bytes(rng.choice(b'NaI"c') for _ in range(rng.randrange(0, 20)))
+        word = bytes(rng.choice(b'NaI"c') for _ in range(rng.randrange(1, 4)))
+        want = [i for i in range(len(data) - len(word) + 1) if data[i : i + len(word)] == word]
+        assert _found(np.frombuffer(data, dtype=np.uint8), word).tolist() == want, (data, word)
+        found += len(want)
+    assert found > 1000  # the comparison is not between two empty answers
+
+
 def test_keys_found_in_the_bytes_are_those_a_search_of_each_payload_finds():
     """``_at_keys`` finds a nested column's keys with numpy at any byte alignment; on generated
     payloads crowded with the name (as a key, spaced before its colon, as a string, inside other

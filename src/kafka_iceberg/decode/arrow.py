@@ -452,12 +452,31 @@ def _holding(starts: Any, positions: Any) -> Any:
 
 def _holding_bytes(starts: Any, data: Any, word: bytes) -> Any:
     """Which records hold ``word``; one whose last bytes begin it is marked too (see :func:`_candidates`)."""
+    return _holding(starts, _found(data, word))
+
+
+def _found(data: Any, word: bytes) -> Any:
+    """Where ``word`` starts in ``data``, in order (numpy int64 array).
+
+    A word of two bytes or more is looked for by its first two as one 16-bit number, at even then
+    odd positions: two passes over the bytes, where looking for its first byte alone found a letter
+    common in text many times a record.
+    """
     import numpy as np
 
-    at = np.flatnonzero(data[: max(len(data) - len(word) + 1, 0)] == word[0])
-    for k in range(1, len(word)):
+    fits = len(data) - len(word) + 1  # starts below this leave room for the word
+    if fits <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if len(word) == 1:
+        return np.flatnonzero(data[:fits] == word[0])
+    n, pair = len(data), word[0] | word[1] << 8
+    even = np.flatnonzero(data[: n // 2 * 2].view("<u2") == pair) * 2
+    odd = np.flatnonzero(data[1 : 1 + (n - 1) // 2 * 2].view("<u2") == pair) * 2 + 1
+    at = np.sort(np.concatenate((even, odd)))
+    at = at[at < fits]
+    for k in range(2, len(word)):
         at = at[data[at + k] == word[k]]
-    return _holding(starts, at)
+    return at
 
 
 @functools.cache
@@ -610,15 +629,8 @@ def _at_keys(starts: Any, data: Any, name: str) -> tuple[Any, pa.Array]:
     import pyarrow as pa
 
     word, end = f'"{name}"'.encode(), len(data)
-    # The quote and the name's first byte as one 16-bit number, at even then odd positions: two
-    # passes over the bytes where one per byte found a letter common in text many times a record.
-    pair = word[0] | word[1] << 8
-    even = np.flatnonzero(data[: end // 2 * 2].view("<u2") == pair) * 2
-    odd = np.flatnonzero(data[1 : 1 + (end - 1) // 2 * 2].view("<u2") == pair) * 2 + 1
-    at = np.sort(np.concatenate((even, odd)))
-    at = at[at + len(word) < end]
-    for k in range(2, len(word)):
-        at = at[data[at + k] == word[k]]
+    at = _found(data, word)
+    at = at[at + len(word) < end]  # a byte follows the name
     after = at + len(word)  # candidates end with }: spaces never run to the end
     while True:
         spaces = (data[after] == 0x20) | (data[after] == 0x09)
