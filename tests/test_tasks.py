@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -97,3 +98,22 @@ def test_a_spark_whose_method_has_another_signature_takes_the_public_mapinarrow(
     assert tasks._lean == [False] and len(public) == 1
     assert sorted(r["id"] for r in tasks.map_in_arrow(frame, task, "id long").collect()) == [5, 6]
     assert len(public) == 2  # no lean attempt again
+
+
+def test_cores_are_local_masters_threads_or_the_clusters_default_parallelism():
+    from types import SimpleNamespace
+
+    def session(master: str, parallelism: int = 16) -> Any:
+        return SimpleNamespace(sparkContext=SimpleNamespace(master=master, defaultParallelism=parallelism))
+
+    assert [tasks.cores(session(m)) for m in ("local", "local[2]", "local[3,4]", "local[ 5 ]")] == [1, 2, 3, 5]
+    assert tasks.cores(session("local[*]")) == (os.cpu_count() or 1)
+    assert tasks.cores(session("spark://h:7077", 24)) == 24 and tasks.cores(session("local-cluster[2,1,1024]", 2)) == 2
+    assert tasks.cores(session("yarn", 0)) == 1
+
+    class Connect:  # Spark Connect's session has no SparkContext
+        @property
+        def sparkContext(self) -> Any:
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED]")
+
+    assert tasks.cores(Connect()) is None

@@ -9,13 +9,14 @@ columns are bound per batch.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 _KEPT = 16  # UDFs kept: a few per table (its writer's task, its decoder's)
@@ -69,3 +70,23 @@ def map_in_arrow(frame: DataFrame, task: Callable[..., Any], schema: StructType 
         _lean[0] = False
         return frame.mapInArrow(task, schema)
     return DataFrame(jdf, frame.sparkSession)
+
+
+def cores(spark: SparkSession) -> int | None:
+    """How many tasks the session runs at once: ``local[N]``'s N, else Spark's default parallelism.
+
+    A local session's default parallelism is set above its cores (session.LOCAL_DEFAULTS) so that a
+    scan splits its files finer than the cores; a cluster's is its executors' cores. None without a
+    SparkContext (Spark Connect).
+    """
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect
+        return None
+    master = str(context.master)
+    if master == "local":
+        return 1
+    if master.startswith("local["):  # local[N], local[*], local[N,F] (F: task retries)
+        threads = master[len("local[") :].partition(",")[0].rstrip("]").strip()
+        return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
+    return max(1, int(context.defaultParallelism))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
 from typing import Any
 
@@ -465,22 +464,27 @@ tables:
     assert int(snapshot.summary["added-data-files"]) == len(added)
 
 
-def test_cores_are_local_masters_threads_or_the_clusters_default_parallelism():
-    from types import SimpleNamespace
-
-    from kafka_iceberg.write.arrow_files import cores
-
-    def session(master: str, parallelism: int = 16) -> Any:
-        return SimpleNamespace(sparkContext=SimpleNamespace(master=master, defaultParallelism=parallelism))
-
-    assert [cores(session(m)) for m in ("local", "local[2]", "local[3,4]", "local[ 5 ]")] == [1, 2, 3, 5]
-    assert cores(session("local[*]")) == (os.cpu_count() or 1)
-    assert cores(session("spark://h:7077", 24)) == 24 and cores(session("local-cluster[2,1,1024]", 2)) == 2
-    assert cores(session("yarn", 0)) == 1
-
-    class Connect:  # Spark Connect's session has no SparkContext
-        @property
-        def sparkContext(self) -> Any:
-            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED]")
-
-    assert cores(Connect()) is None
+@pytest.mark.parametrize("fmt", ["json", "binary"])
+def test_a_topic_of_fewer_partitions_than_cores_is_read_by_a_task_per_core(tmp_path, lake, stack, fmt):
+    # Spark's Kafka source reads a topic partition in one task: a one-partition topic would keep
+    # one of the session's two cores out of the batch. Its offset range is split between them.
+    ns, topic = unique("split_range"), unique("one_partition")
+    create_topic(stack.kafka_bootstrap, topic, partitions=1)
+    produce(stack.kafka_bootstrap, topic, [(f"k{i}", json.dumps({"id": i})) for i in range(400)])
+    run_pipeline(
+        tmp_path,
+        f"""pipeline: p
+catalog: lake
+tables:
+  - name: t
+    namespace: {ns}
+    source: {{topics: [{topic}], format: {fmt}, max_records_per_batch: 1000}}
+    write: {{engine: arrow}}
+""",
+    )
+    table = lake.pyiceberg().load_table(f"{ns}.t")
+    rows = table.scan().to_arrow()
+    assert sorted(rows.column("offset").to_pylist()) == list(range(400))
+    (snapshot,) = table.snapshots()  # one batch read the whole partition
+    counts = sorted(e["data_file"]["record_count"] for e in table.inspect.entries().to_pylist())
+    assert counts == [200, 200], snapshot.summary  # two tasks, an even half each

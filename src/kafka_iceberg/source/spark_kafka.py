@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kafka_iceberg.errors import DataLossError, messages, short_message
+from kafka_iceberg.tasks import cores
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -17,7 +18,15 @@ def kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
 
     The options (subscription, offsets, the environment's security) are
     :func:`kafka_iceberg.source.kafka.spark_source_options`, resolved once by ``prepare``.
+
+    The source reads each topic partition in one task: a topic of fewer partitions than the
+    session's cores would leave cores out of every batch. ``minPartitions`` (unless the
+    environment's ``spark_options`` set it) makes Spark split the batch's offset ranges into a task
+    per core at least; a topic with as many partitions as cores or more is read as before.
     """
+    n = cores(spark)
+    if n is not None and "minPartitions" not in options:
+        options = {**options, "minPartitions": str(n)}
     return spark.readStream.format("kafka").options(**options).load()
 
 

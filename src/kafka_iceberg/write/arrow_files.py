@@ -38,7 +38,7 @@ from kafka_iceberg.decode.schemaful import is_schemaful
 from kafka_iceberg.records import ERROR_COLUMNS, ERROR_SCHEMA_DDL
 from kafka_iceberg.spec.load import arrow_writer_unsupported
 from kafka_iceberg.spec.model import TableSpec
-from kafka_iceberg.tasks import map_in_arrow
+from kafka_iceberg.tasks import cores, map_in_arrow
 from kafka_iceberg.write import dictionaries
 from kafka_iceberg.write.jvm import string_map
 
@@ -512,26 +512,6 @@ class WrittenFile:
     size: int
     records: int
     content: str  # the file as Iceberg's ContentFileParser JSON (:func:`content_json`)
-
-
-def cores(spark: SparkSession) -> int | None:
-    """How many tasks the session runs at once: ``local[N]``'s N, else Spark's default parallelism.
-
-    A local session's default parallelism is set above its cores (session.LOCAL_DEFAULTS) so that a
-    scan splits its files finer than the cores; a cluster's is its executors' cores. None without a
-    SparkContext (Spark Connect).
-    """
-    try:
-        context = spark.sparkContext
-    except Exception:  # Spark Connect
-        return None
-    master = str(context.master)
-    if master == "local":
-        return 1
-    if master.startswith("local["):  # local[N], local[*], local[N,F] (F: task retries)
-        threads = master[len("local[") :].partition(",")[0].rstrip("]").strip()
-        return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
-    return max(1, int(context.defaultParallelism))
 
 
 def task_per_core(frame: DataFrame) -> DataFrame:
