@@ -22,7 +22,7 @@ def kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     The source reads each topic partition in one task: a topic of fewer partitions than the
     session's cores would leave cores out of every batch. ``minPartitions`` (unless the
     environment's ``spark_options`` set it) makes Spark split the batch's offset ranges into a task
-    per core at least; a topic with as many partitions as cores or more is read as before.
+    per core at least; a batch whose records sit in as many partitions as cores or more is read as before.
     """
     n = cores(spark)
     if n is not None and "minPartitions" not in options:

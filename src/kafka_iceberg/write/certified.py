@@ -187,7 +187,7 @@ class _Certified:
     """One Arrow batch after certification: the table's columns of the records kept, and the rest."""
 
     columns: dict[str, pa.Array]  # the table's columns (by name) of the certified records
-    certified: pa.RecordBatch  # those records as parsed (their Kafka columns give their offsets)
+    written: int  # how many records ``columns`` holds
     left: pa.RecordBatch | None  # the records left to Spark, as they came; None when there are none
     violations: list[int]  # violations of each rule among the records decoded here (written or routed)
     nested: tuple[str, ...] = ()  # flatten string columns read by expressions (decode.arrow.nested_found)
@@ -217,9 +217,15 @@ def _parsed(
 
     checked = certify_as_sent(batch, layout) if layout.fmt in AS_SENT else certify_batch(batch, layout)
     ok = checked.column(OK).to_numpy(zero_copy_only=False).astype(bool)
-    certified = checked if ok.all() else checked.filter(pa.array(ok))  # a clean batch: no copy
-    parsed = {name: certified.column(f"_ki_a{i}") for i, (name, _) in enumerate(layout.columns)}
-    columns = _rows(certified, parsed, layout.source if layout.fmt == "json" else None, part, names)
+    text = layout.source if layout.fmt == "json" else None
+    parsed_names = [f"_ki_a{i}" for i in range(len(layout.columns))]
+    if ok.all():
+        certified = checked  # a clean batch: no copy
+    else:  # only what the rows are made of is copied, not the payloads and headers as they came
+        made_of = {*KAFKA_COLUMNS, OK, text, *parsed_names}
+        certified = checked.drop_columns([c for c in checked.schema.names if c not in made_of]).filter(pa.array(ok))
+    parsed = {name: certified.column(column) for (name, _), column in zip(layout.columns, parsed_names, strict=True)}
+    columns = _rows(certified, parsed, text, part, names)
     present = np.ones(certified.num_rows, dtype=bool)
     for name, col_type in layout.columns:  # text Arrow cannot convert exactly is Spark's to convert
         if layout.converted_where_parsed(col_type):
@@ -295,7 +301,6 @@ def _certify(
     if not written.all():
         ok[np.flatnonzero(ok)[~counted]] = False
         keep = pa.array(written)
-        certified = certified.filter(keep)
         columns = {name: column.filter(keep) for name, column in columns.items()}
     if isinstance(parser, Layout) and not ok.all():
         errors = _settled(batch, parser, part, names, np.flatnonzero(~ok))
@@ -305,7 +310,7 @@ def _certify(
         ok[list(errors)] = True  # not left to Spark
     left = None if ok.all() else batch.filter(pa.array(~ok))
     reasons, decoded = (tuple(x) for x in zip(*errors.values(), strict=True)) if errors else ((), ())
-    return _Certified(columns, certified, left, violations, nested, errored, reasons, decoded, routed)
+    return _Certified(columns, int(written.sum()), left, violations, nested, errored, reasons, decoded, routed)
 
 
 def _routed(
@@ -515,16 +520,16 @@ def rows_parsed(
             continue
         done = _certify(batch, layout, part, list(columns), [*required, *_required(layout)])
         violations = [a + b for a, b in zip(violations, done.violations, strict=True)]
-        certified += done.certified.num_rows
+        certified += done.written
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
         layout = layout.reading_nested(nested)  # the task's next batches read them as nested from the start
         outgoing.add(done)
         if done.left is not None:
             left.append(done.left)
-        if done.certified.num_rows:
+        if done.written:
             rows = dict(zip(names, (done.columns[c] for c in columns), strict=True))
-            yield _kind_rows("row", done.certified.num_rows, schema, rows)
+            yield _kind_rows("row", done.written, schema, rows)
     stats = _stats(certified, violations, offsets, left, unseen=set(), nested=nested, **outgoing.counts())
     yield pa.RecordBatch.from_pylist([{"kind": "stats", "stats": json.dumps(stats)}], schema=schema)
     yield from outgoing.rows()
