@@ -425,6 +425,18 @@ def test_the_arrow_writer_gives_a_dictionary_only_where_it_pays_as_sparks_writer
     assert arrow_size <= spark_size * 1.1, (arrow_size, spark_size)
 
 
+def arrow_table(ns: str, topic: str, fmt: str, extra: str = "", schema: str = "") -> str:
+    """A pipeline of one table, ``<ns>.t``, reading ``topic`` as ``fmt``, written by the Arrow writer."""
+    return f"""pipeline: p
+catalog: lake
+tables:
+  - name: t
+    namespace: {ns}
+    source: {{topics: [{topic}], format: {fmt}, {extra}max_records_per_batch: 1000}}{schema}
+    write: {{engine: arrow}}
+"""
+
+
 @pytest.mark.parametrize(
     ("fmt", "extra"),
     [
@@ -445,17 +457,7 @@ def test_a_commit_holds_a_file_per_core_for_each_partition_it_touches_however_ma
         produce(stack.kafka_bootstrap, topic, [(f"k{p}-{i}", json.dumps({"id": p * 100 + i})) for i in range(40)],
                 partition=p)  # fmt: skip
     schema = "\n    schema: {columns: {id: long}}" if fmt == "flatten" else ""
-    run_pipeline(
-        tmp_path,
-        f"""pipeline: p
-catalog: lake
-tables:
-  - name: t
-    namespace: {ns}
-    source: {{topics: [{topic}], format: {fmt}, {extra}max_records_per_batch: 1000}}{schema}
-    write: {{engine: arrow}}
-""",
-    )
+    run_pipeline(tmp_path, arrow_table(ns, topic, fmt, extra, schema))
     table = lake.pyiceberg().load_table(f"{ns}.t")
     rows = table.scan().to_arrow()
     assert rows.num_rows == 240 and set(rows.column("partition").to_pylist()) == set(range(6))
@@ -476,17 +478,7 @@ def test_a_topic_of_fewer_partitions_than_cores_is_read_by_a_task_per_core(tmp_p
     ns, topic = unique("split_range"), unique("one_partition")
     create_topic(stack.kafka_bootstrap, topic, partitions=1)
     produce(stack.kafka_bootstrap, topic, [(f"k{i}", json.dumps({"id": i})) for i in range(400)])
-    run_pipeline(
-        tmp_path,
-        f"""pipeline: p
-catalog: lake
-tables:
-  - name: t
-    namespace: {ns}
-    source: {{topics: [{topic}], format: {fmt}, max_records_per_batch: 1000}}
-    write: {{engine: arrow}}
-""",
-    )
+    run_pipeline(tmp_path, arrow_table(ns, topic, fmt))
     table = lake.pyiceberg().load_table(f"{ns}.t")
     rows = table.scan().to_arrow()
     assert sorted(rows.column("offset").to_pylist()) == list(range(400))
