@@ -222,7 +222,7 @@ def _parsed(
     if ok.all():
         certified = checked  # a clean batch: no copy
     else:  # only what the rows are made of is copied, not the payloads and headers as they came
-        made_of = {*KAFKA_COLUMNS, OK, text, *parsed_names}
+        made_of = {*KAFKA_COLUMNS, text, *parsed_names}
         certified = checked.drop_columns([c for c in checked.schema.names if c not in made_of]).filter(pa.array(ok))
     parsed = {name: certified.column(column) for (name, _), column in zip(layout.columns, parsed_names, strict=True)}
     columns = _rows(certified, parsed, text, part, names)
