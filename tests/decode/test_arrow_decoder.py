@@ -20,7 +20,15 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kafka_iceberg.decode.arrow import AUTO_ARROW, Layout, certify_batch, convert_text, nested_found, uses_arrow
+from kafka_iceberg.decode.arrow import (
+    AUTO_ARROW,
+    Layout,
+    certify_batch,
+    convert_text,
+    mistyped_found,
+    nested_found,
+    uses_arrow,
+)
 from kafka_iceberg.decode.sql import convert
 from kafka_iceberg.spec.load import arrow_decoder_unsupported as unsupported
 from kafka_iceberg.spec.load import load_pipeline, table_problems
@@ -413,6 +421,95 @@ def test_a_batch_holding_nested_values_certifies_the_same_whether_its_columns_we
     assert nested_found(looked_for) == nested_found(given_them) == ("ctx", "tags")
     assert looked_for.to_pydict() == given_them.to_pydict()
     assert 200 < sum(given_them.column("_ki_certified").to_pylist()) < 570
+
+
+QTY_LAYOUT = Layout(fmt="flatten", source="v", columns=(("id", "long"), ("qty", "int"), ("s", "string")))
+
+
+def _parses(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each parse Arrow's reader runs from now on: whether it succeeded."""
+    from kafka_iceberg.decode import arrow
+
+    parses: list[bool] = []
+    reader_of = arrow._reader
+
+    def counting(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
+        read = reader_of(layout, nested)
+
+        def counted(buffer: pa.Buffer, block: int) -> Any:
+            try:
+                out = read(buffer, block)
+            except Exception:
+                parses.append(False)
+                raise
+            parses.append(True)
+            return out
+
+        return counted
+
+    monkeypatch.setattr(arrow, "_reader", counting)
+    return parses
+
+
+def test_a_key_met_holding_a_value_of_another_type_is_left_out_of_the_parse_from_then_on(monkeypatch):
+    """A string in an ``int`` column made Arrow's reader fail, the parse split its span and read
+    the rest in small blocks, at each such record of the batch (80 here). The first now names the
+    key and type: the batch is parsed again without the records holding one, and a later batch
+    given the pair (``Layout.mistyped``) leaves them out at once. Same records certified, same values."""
+    docs = [{"id": i, "qty": "12" if i % 25 == 0 else i, "s": "x" * 100} for i in range(2000)]
+    good = [i % 25 != 0 for i in range(2000)]
+    parses = _parses(monkeypatch)
+    first = certify_batch(_flatten_batch(docs), QTY_LAYOUT)
+    assert first.column("_ki_certified").to_pylist() == good
+    qty = first.column("_ki_a1").filter(first.column("_ki_certified"))
+    assert qty.to_pylist() == [i for i in range(2000) if good[i]]
+    assert mistyped_found(first) == (("qty", "string"),)
+    assert parses == [False, True]  # one failed parse, then the batch without the 80
+    parses.clear()
+    later = certify_batch(_flatten_batch(docs), QTY_LAYOUT.mistyping(mistyped_found(first)))
+    assert parses == [True]
+    assert later.to_pydict() == first.to_pydict() and mistyped_found(later) == (("qty", "string"),)
+
+
+def test_a_flatten_string_column_holding_a_number_is_not_left_out_as_it_may_be_read_nested():
+    """In a flatten ``string`` column a number is certified once the column is read by the
+    expressions (found holding an object): such a key is never left out of the parse."""
+    docs = [{"id": 1, "qty": 1, "s": 12}, {"id": 2, "qty": 2, "s": {"a": 1}}, {"id": 3, "qty": 3, "s": "x"}]
+    out = certify_batch(_flatten_batch(docs), QTY_LAYOUT)
+    assert out.column("_ki_certified").to_pylist() == [True, True, True] and mistyped_found(out) == ()
+    assert out.column("_ki_a2").to_pylist() == ["12", '{"a":1}', "x"]
+
+
+def test_records_holding_a_mistyped_key_are_found_at_any_spacing_and_depth_never_in_text():
+    """A raw ``"`` only delimits in JSON, so ``"qty"`` and a colon is a key: at the top or nested (a
+    record then left to Spark needlessly, which costs only time), never inside a string value."""
+    from kafka_iceberg.decode.arrow import _mistyped
+
+    values = [
+        (b'{"qty":"1"}', True),
+        (b'{"qty" :\t "1"}', True),
+        (b'{"a":{"qty":"1"}}', True),
+        (b'{"qty":1}', False),
+        (b'{"note":"\\"qty\\":\\"1\\""}', False),
+        (b'{"qtyx":"1","xqty":"1"}', False),
+        (b'{"unit price.":"1"}', True),
+        (b'{"unit price.":true,"qty":[1]}', False),
+        (None, False),
+    ]
+    found = _mistyped(pa.array([v for v, _ in values], pa.binary()), [("qty", "string"), ("unit price.", "string")])
+    assert found.tolist() == [expected for _, expected in values]
+
+
+def test_records_of_a_key_holding_another_type_are_spark_s_and_the_others_arrow_s(run):
+    """End to end: the records whose ``n`` holds a string or an array are decoded by Spark (``run``
+    compares both decoders' rows and errors), every other record by Arrow."""
+    columns = {"id": "long", "n": "int", "name": "string"}
+    spec = table("flatten", schema={"columns": columns}, schema_evolution="strict", source_decoder="arrow")
+    odd = {i: "7" if i % 2 else [7] for i in range(0, 600, 40)}
+    messages = [Msg(f"k{i}", json.dumps({"id": i, "n": odd.get(i, i), "name": "x"})) for i in range(600)]
+    result = run(spec, messages)
+    assert len(result.rows) + len(result.errors) == 600
+    assert certified(result) == 600 - len(odd)
 
 
 def test_csv_edges_are_left_to_spark():

@@ -485,3 +485,56 @@ def test_a_topic_of_fewer_partitions_than_cores_is_read_by_a_task_per_core(tmp_p
     (snapshot,) = table.snapshots()  # one batch read the whole partition
     counts = sorted(e["data_file"]["record_count"] for e in table.inspect.entries().to_pylist())
     assert counts == [200, 200], snapshot.summary  # two tasks, an even half each
+
+
+def test_a_task_leaves_a_mistyped_key_out_of_the_parse_of_its_next_batches(spark, monkeypatch):
+    """One task's batches (here ``rows_parsed``, the MERGE's task, run in this process): the first
+    batch's parse fails once at the key holding a string in an ``int`` column and starts again
+    without such records; the next batches start from what it learned and parse once each. Without
+    the carry, each batch would fail once more (``decode.arrow``, ``_raise_if_mistyped``)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    from kafka_iceberg.decode import arrow
+    from kafka_iceberg.decode.arrow import Layout
+    from kafka_iceberg.write.certified import Part, rows_parsed, sorted_schema
+
+    parses: list[bool] = []
+    reader_of = arrow._reader
+
+    def counting(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
+        read = reader_of(layout, nested)
+
+        def counted(buffer: pa.Buffer, block: int) -> Any:
+            try:
+                out = read(buffer, block)
+            except Exception:
+                parses.append(False)
+                raise
+            parses.append(True)
+            return out
+
+        return counted
+
+    monkeypatch.setattr(arrow, "_reader", counting)
+
+    def batch(first: int) -> pa.RecordBatch:
+        docs = [json.dumps({"id": i, "qty": "12" if i % 25 == 0 else i}).encode() for i in range(first, first + 500)]
+        return pa.RecordBatch.from_pydict({
+            "topic": pa.array(["t"] * 500), "partition": pa.array([0] * 500, pa.int32()),
+            "offset": pa.array(range(first, first + 500), pa.int64()),
+            "timestamp": pa.array([0] * 500, pa.timestamp("us", tz="UTC")),
+            "_ki_key": pa.nulls(500, pa.binary()), "_ki_value": pa.array(docs, pa.binary()),
+            "_ki_headers": pa.nulls(500, pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        })  # fmt: skip
+
+    layout = Layout(fmt="flatten", source="_ki_value", columns=(("id", "long"), ("qty", "int")))
+    rows_of = [StructField("_ki_r0", LongType()), StructField("_ki_r1", IntegerType())]  # spark: Arrow's settings
+    schema = to_arrow_schema(StructType([*sorted_schema()[0].fields, *rows_of]))
+    out = list(rows_parsed(iter([batch(0), batch(500), batch(1000)]), layout, Part(part="value", pt=None),
+                           columns=("id", "qty"), required=(), schema=schema))  # fmt: skip
+    rows = pa.Table.from_batches(out).to_pylist()
+    assert parses == [False, True, True, True]
+    assert sorted(r["_ki_r0"] for r in rows if r["kind"] == "row") == [i for i in range(1500) if i % 25]
+    assert sum(r["kind"] in ("error", "left") for r in rows) == 60  # Spark's or the task's errors: not rows

@@ -105,6 +105,8 @@ def settled_reasons(
         else:  # a string takes any text; another type Spark converts is Spark's to judge
             values[name], exact[name] = texts[name], np.full(len(parsed), col_type == "string")
     order = [name for name in names if name in types]
+    text_of = {name: column.to_pylist() for name, column in texts.items()}  # Python values at once, not one by one
+    value_of = {name: column.to_pylist() for name, column in values.items()}
     out: dict[int, tuple[str, str | None]] = {}
     for j, i in enumerate(parsed.tolist()):
         if not whole[j]:
@@ -112,7 +114,7 @@ def settled_reasons(
             continue
         problems, fields = [], []
         for name in order:
-            text = texts[name][j].as_py()
+            text = text_of[name][j]
             if text is not None and not exact[name][j]:
                 if not refused(types[name], text):
                     break  # Spark might convert it: Spark's to decide
@@ -121,7 +123,7 @@ def settled_reasons(
             elif text is None and name in layout.required:
                 break  # a JSON Schema's required field: Spark's to explain
             else:
-                fields.append((name, types[name], values[name][j].as_py()))
+                fields.append((name, types[name], value_of[name][j]))
         else:
             if not problems:
                 continue

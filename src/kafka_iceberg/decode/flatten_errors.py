@@ -173,8 +173,9 @@ def settled_reasons(
         for name in order
         if types[name] in _CONVERTED and found
     }
+    python = {name: (values.to_pylist(), exact) for name, (values, exact) in converted.items()}  # at once, not each
     for j, read in enumerate(found):
-        settled = _settled(read, {name: (v[j], exact[j]) for name, (v, exact) in converted.items()}, layout, order,
+        settled = _settled(read, {name: (v[j], exact[j]) for name, (v, exact) in python.items()}, layout, order,
                            utc=utc)  # fmt: skip
         if settled is not None:
             out[read.row] = settled
@@ -206,7 +207,7 @@ def _settled(
         elif col_type == "string":
             fields.append((name, col_type, text))
         elif name in converted and converted[name][1]:
-            fields.append((name, col_type, converted[name][0].as_py()))
+            fields.append((name, col_type, converted[name][0]))
         elif refused(col_type, text):
             problems.append(f"field {name}: expected {col_type}, got {shown(text)}")
         else:

@@ -48,7 +48,15 @@ from typing import TYPE_CHECKING, Any
 from kafka_iceberg.checks.arrow_rules import Rule, holds
 from kafka_iceberg.checks.labels import quarantined_by
 from kafka_iceberg.decode import csv_errors, flatten_errors, not_json
-from kafka_iceberg.decode.arrow import NATIVE_JSON_TYPES, OK, Layout, certify_batch, convert_text, nested_found
+from kafka_iceberg.decode.arrow import (
+    NATIVE_JSON_TYPES,
+    OK,
+    Layout,
+    certify_batch,
+    convert_text,
+    mistyped_found,
+    nested_found,
+)
 from kafka_iceberg.decode.as_sent import AS_SENT, certify_as_sent
 from kafka_iceberg.decode.as_sent import settled_reasons as not_utf8_reasons
 from kafka_iceberg.decode.codec import Codec
@@ -191,6 +199,7 @@ class _Certified:
     left: pa.RecordBatch | None  # the records left to Spark, as they came; None when there are none
     violations: list[int]  # violations of each rule among the records decoded here (written or routed)
     nested: tuple[str, ...] = ()  # flatten string columns read by expressions (decode.arrow.nested_found)
+    mistyped: tuple[tuple[str, str], ...] = ()  # (key, JSON type) left out of the parse (decode.arrow.mistyped_found)
     errors: pa.RecordBatch | None = None  # records whose decode error is settled here
     reasons: tuple[str, ...] = ()  # their reasons, in order
     decoded: tuple[str | None, ...] = ()  # their decoded fields as Spark's to_json prints them (csv), in order
@@ -278,7 +287,7 @@ def _certify(
         errors = {i: (reason, None) for i, reason in refused.items()}
     else:
         ok, certified, columns, present = _parsed(batch, parser, part, names)
-    nested = nested_found(certified) if isinstance(parser, Layout) else ()
+    nested, mistyped = (nested_found(certified), mistyped_found(certified)) if isinstance(parser, Layout) else ((), ())
     for name in required:  # a missing required value is Spark's to explain
         if name in columns:
             present &= columns[name].is_valid().to_numpy(zero_copy_only=False)
@@ -310,7 +319,9 @@ def _certify(
         ok[list(errors)] = True  # not left to Spark
     left = None if ok.all() else batch.filter(pa.array(~ok))
     reasons, decoded = (tuple(x) for x in zip(*errors.values(), strict=True)) if errors else ((), ())
-    return _Certified(columns, int(written.sum()), left, violations, nested, errored, reasons, decoded, routed)
+    return _Certified(
+        columns, int(written.sum()), left, violations, nested, mistyped, errored, reasons, decoded, routed
+    )
 
 
 def _routed(
@@ -465,8 +476,8 @@ def write_parsed(
         tables.append(pa.table(done.columns))
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
-        if isinstance(parser, Layout):  # the task's next batches read them as nested from the start
-            parser = parser.reading_nested(nested)
+        if isinstance(parser, Layout):  # the task's next batches start from what this one learned
+            parser = _learned(parser, nested, done)
         outgoing.add(done)
         if done.left is not None:
             left.append(done.left)
@@ -523,7 +534,7 @@ def rows_parsed(
         certified += done.written
         offsets.append(arrow_offsets(batch))  # the records left to Spark's too: no job finds theirs
         nested.update(done.nested)
-        layout = layout.reading_nested(nested)  # the task's next batches read them as nested from the start
+        layout = _learned(layout, nested, done)
         outgoing.add(done)
         if done.left is not None:
             left.append(done.left)
@@ -535,6 +546,15 @@ def rows_parsed(
     yield from outgoing.rows()
     for batch in left:
         yield _left_rows(batch, schema)
+
+
+def _learned(layout: Layout, nested: set[str], done: _Certified) -> Layout:
+    """The layout a task's next batches start from: what its batches so far found.
+
+    It reads ``nested`` as nested from the start and leaves out of the parse the records holding a
+    key ``done`` found mistyped.
+    """
+    return layout.reading_nested(nested).mistyping(done.mistyped)
 
 
 def _required(parser: Parser) -> list[str]:
