@@ -36,6 +36,7 @@ from kafka_iceberg.spec.model import TableSpec
 from tests.corpus import load, load_target
 from tests.decode.conftest import Msg, table, with_decoder
 from tests.support import hostile
+from tests.support.parses import counted_parses
 
 REPO = Path(__file__).resolve().parents[2]
 FLAT = {
@@ -426,31 +427,6 @@ def test_a_batch_holding_nested_values_certifies_the_same_whether_its_columns_we
 QTY_LAYOUT = Layout(fmt="flatten", source="v", columns=(("id", "long"), ("qty", "int"), ("s", "string")))
 
 
-def _parses(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Each parse Arrow's reader runs from now on: whether it succeeded."""
-    from kafka_iceberg.decode import arrow
-
-    parses: list[bool] = []
-    reader_of = arrow._reader
-
-    def counting(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
-        read = reader_of(layout, nested)
-
-        def counted(buffer: pa.Buffer, block: int) -> Any:
-            try:
-                out = read(buffer, block)
-            except Exception:
-                parses.append(False)
-                raise
-            parses.append(True)
-            return out
-
-        return counted
-
-    monkeypatch.setattr(arrow, "_reader", counting)
-    return parses
-
-
 def test_a_key_met_holding_a_value_of_another_type_is_left_out_of_the_parse_from_then_on(monkeypatch):
     """A string in an ``int`` column made Arrow's reader fail, the parse split its span and read
     the rest in small blocks, at each such record of the batch (80 here). The first now names the
@@ -458,7 +434,7 @@ def test_a_key_met_holding_a_value_of_another_type_is_left_out_of_the_parse_from
     given the pair (``Layout.mistyped``) leaves them out at once. Same records certified, same values."""
     docs = [{"id": i, "qty": "12" if i % 25 == 0 else i, "s": "x" * 100} for i in range(2000)]
     good = [i % 25 != 0 for i in range(2000)]
-    parses = _parses(monkeypatch)
+    parses = counted_parses(monkeypatch)
     first = certify_batch(_flatten_batch(docs), QTY_LAYOUT)
     assert first.column("_ki_certified").to_pylist() == good
     qty = first.column("_ki_a1").filter(first.column("_ki_certified"))

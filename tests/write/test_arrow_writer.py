@@ -16,6 +16,7 @@ from kafka_iceberg.errors import ConfigError
 from kafka_iceberg.spec.load import load_pipeline
 from kafka_iceberg.write.jvm import IcebergTable
 from tests.support.kafka import create_topic, produce
+from tests.support.parses import counted_parses
 from tests.support.run import run_pipeline, unique
 from tests.support.verify import assert_verified
 from tests.write.conftest import column_encodings
@@ -496,28 +497,10 @@ def test_a_task_leaves_a_mistyped_key_out_of_the_parse_of_its_next_batches(spark
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-    from kafka_iceberg.decode import arrow
     from kafka_iceberg.decode.arrow import Layout
     from kafka_iceberg.write.certified import Part, rows_parsed, sorted_schema
 
-    parses: list[bool] = []
-    reader_of = arrow._reader
-
-    def counting(layout: Layout, nested: tuple[str, ...] = ()) -> Any:
-        read = reader_of(layout, nested)
-
-        def counted(buffer: pa.Buffer, block: int) -> Any:
-            try:
-                out = read(buffer, block)
-            except Exception:
-                parses.append(False)
-                raise
-            parses.append(True)
-            return out
-
-        return counted
-
-    monkeypatch.setattr(arrow, "_reader", counting)
+    parses = counted_parses(monkeypatch)
 
     def batch(first: int) -> pa.RecordBatch:
         docs = [json.dumps({"id": i, "qty": "12" if i % 25 == 0 else i}).encode() for i in range(first, first + 500)]
