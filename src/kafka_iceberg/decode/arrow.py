@@ -12,7 +12,9 @@ A buffer Arrow cannot parse as a whole is split around the row its error names (
 when it names none) until the records it cannot parse are isolated. JSON is read in blocks of
 ``_JSON_FIRST_BLOCK`` bytes until a parse fails, then of ``_JSON_BLOCK``; the blocks read before a
 failing one are kept, so a bad record costs one extra parse of part of its block, not of
-everything before it.
+everything before it. A key the reader refuses for holding a value of another type than its
+column's (``"qty": "12"`` in an ``int`` column) leaves the records holding it out of the parse, for
+the rest of the task (:func:`_raise_if_mistyped`): one failure per task, not one per such record.
 
 What is certified (everything else takes the Spark path):
 - json: one JSON object per message, written without surrounding whitespace, without line
