@@ -492,7 +492,7 @@ def test_a_task_leaves_a_mistyped_key_out_of_the_parse_of_its_next_batches(spark
     """One task's batches (here ``rows_parsed``, the MERGE's task, run in this process): the first
     batch's parse fails once at the key holding a string in an ``int`` column and starts again
     without such records; the next batches start from what it learned and parse once each. Without
-    the carry, each batch would fail once more (``decode.arrow``, ``_raise_if_mistyped``)."""
+    the carry, each batch would fail once more (``decode.arrow``, ``_raise_if_type_changed``)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType

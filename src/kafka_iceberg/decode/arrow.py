@@ -14,7 +14,7 @@ when it names none) until the records it cannot parse are isolated. JSON is read
 failing one are kept, so a bad record costs one extra parse of part of its block, not of
 everything before it. A key the reader refuses for holding a value of another type than its
 column's (``"qty": "12"`` in an ``int`` column) leaves the records holding it out of the parse, for
-the rest of the task (:func:`_raise_if_mistyped`): one failure per task, not one per such record.
+the rest of the task (:func:`_raise_if_type_changed`): one failure a task, not one per such record.
 
 What is certified (everything else takes the Spark path):
 - json: one JSON object per message, written without surrounding whitespace, without line
@@ -564,10 +564,6 @@ class _NestedFound(Exception):
         self.name = name
 
 
-# How Arrow's reader refuses an object or array where its schema says string (pyarrow 26).
-_CHANGED_TO_NESTED = re.compile(r"Column\(/(.+)\) changed from string to (?:object|array) in row \d+$")
-
-
 class _Mistyped(Exception):
     """Arrow's reader met, under ``pair``'s key, a value of ``pair``'s JSON type where its column holds another."""
 
@@ -576,30 +572,44 @@ class _Mistyped(Exception):
         self.pair = pair
 
 
-# How Arrow's reader refuses a value of another JSON type than its column's (pyarrow 26); the key is
-# the path's last part. What starts a value of each type, after the key's colon:
-_TYPE_CHANGED = re.compile(r"Column\(/(?:.*/)?([^/]+)\) changed from \w+ to (\w+) in row \d+$")
+# How Arrow's reader refuses a value of another JSON type than its column's (pyarrow 26): the
+# column's path, the type it held, the type met.
+_TYPE_CHANGED = re.compile(r"Column\(/(.+)\) changed from (\w+) to (\w+) in row \d+$")
+# What starts a value of each JSON type, after its key's colon.
 _VALUE_START = {"string": '"', "number": "[-0-9]", "boolean": "(?:true|false)", "object": r"\{", "array": r"\["}
 _MAX_MISTYPED = 16  # pairs a task learns: each costs one parse again of the batch it is found in
 
 
-def _raise_if_mistyped(error: Exception, layout: Layout) -> None:
-    """Raise :class:`_Mistyped` when ``error`` names a key holding a value of a type not yet in ``layout.mistyped``.
+def _raise_if_type_changed(error: Exception, layout: Layout, nested: tuple[str, ...]) -> None:
+    """Raise what ``error`` teaches the parse, when it is Arrow's reader refusing a value of another type.
 
-    A key that changes type in one record (``"qty": "12"`` in an ``int`` column) usually does in
-    others of the batch: each made the parse fail, split its span and read the rest in small blocks
-    again, which doubled the parse of the benchmark's flatten documents at 0.5 % bad records
-    (benchmarks/fixes.md, stop 78). Left out before the parse, those records take the path of any
-    other record Arrow does not certify; one left out wrongly (the key nested elsewhere) too.
+    - :class:`_NestedFound`: an object or array in a flatten ``string`` column not yet read as
+      nested. Such columns are found by the parse itself rather than looked for: a regular
+      expression pass over every batch for keys holding ``{`` or ``[`` took about an eighth of the
+      tasks' CPU on the benchmark's flatten documents (benchmarks/fixes.md, stop 64).
+    - :class:`_Mistyped`: a key (the path's last part) holding a value of a type not yet in
+      ``layout.mistyped``. A key that changes type in one record (``"qty": "12"`` in an ``int``
+      column) usually does in others of the batch: each made the parse fail, split its span and
+      read the rest in small blocks again, which doubled the parse of the benchmark's flatten
+      documents at 0.5 % bad records (benchmarks/fixes.md, stop 78). Left out before the parse,
+      those records take the path of any other record Arrow does not certify; one left out
+      wrongly (the key nested elsewhere) too.
     """
     match = _TYPE_CHANGED.search(str(error))
-    if match is None or match.group(2) not in _VALUE_START or len(layout.mistyped) >= _MAX_MISTYPED:
+    if match is None:
         return
-    pair = (match.group(1), match.group(2))
-    if (pair[0], "string") in layout.columns and _reads_nested(layout):
+    path, held, met = match.groups()
+    reads_nested = _reads_nested(layout)
+    found_nested = held == "string" and met in ("object", "array") and path not in nested
+    if reads_nested and found_nested and (path, "string") in layout.columns:
+        raise _NestedFound(path) from error
+    key = path.rsplit("/", 1)[-1]
+    if (key, "string") in layout.columns and reads_nested:
         return  # read by the expressions once found nested, its scalars of any type are certified
-    if pair not in layout.mistyped:  # one already known and met again is spelled otherwise: split as before
-        raise _Mistyped(pair) from error
+    if not key or met not in _VALUE_START or len(layout.mistyped) >= _MAX_MISTYPED:
+        return
+    if (key, met) not in layout.mistyped:  # one known and met again is spelled otherwise: split as before
+        raise _Mistyped((key, met)) from error
 
 
 def _mistyped(payload: pa.Array, pairs: Collection[tuple[str, str]]) -> Any:
@@ -614,21 +624,6 @@ def _mistyped(payload: pa.Array, pairs: Collection[tuple[str, str]]) -> Any:
 
     pattern = "|".join(f'"{literal(key)}"[ \\t\\r\\n]*:[ \\t\\r\\n]*{_VALUE_START[kind]}' for key, kind in pairs)
     return pc.match_substring_regex(payload, pattern).fill_null(False).to_numpy(zero_copy_only=False)
-
-
-def _raise_if_nested(error: Exception, layout: Layout, nested: tuple[str, ...]) -> None:
-    """Raise :class:`_NestedFound` when ``error`` is Arrow's reader meeting a nested value in a ``string`` column.
-
-    Such columns are found by the parse itself rather than looked for: a regular expression pass
-    over every batch for keys holding ``{`` or ``[`` took about an eighth of the tasks' CPU on
-    the benchmark's flatten documents (benchmarks/fixes.md, stop 64).
-    """
-    match = _CHANGED_TO_NESTED.search(str(error))
-    if match is None or not _reads_nested(layout):
-        return
-    name = match.group(1)
-    if name not in nested and (name, "string") in layout.columns:
-        raise _NestedFound(name) from error
 
 
 def _nested_values(candidates: pa.Array, layout: Layout, nested: tuple[str, ...]) -> tuple[Any, dict[str, pa.Array]]:
@@ -821,15 +816,13 @@ def _parse(candidates: pa.Array, layout: Layout, nested: tuple[str, ...] = ()) -
             block = _JSON_FIRST_BLOCK if failures == 0 else _JSON_BLOCK
             table, ok = reader(data.slice(int(starts[lo]), int(ends[hi - 1] - starts[lo])), block)
         except _PartialParse as partial:  # the blocks before the failing one are read: keep them
-            _raise_if_nested(partial.cause, layout, nested)
-            _raise_if_mistyped(partial.cause, layout)
+            _raise_if_type_changed(partial.cause, layout, nested)
             table, ok, match = None, None, _ROW.search(str(partial.cause))
             if match and partial.rows > 0 and partial.rows + int(match.group(1)) < hi - lo:
                 out.append(Span(lo, lo + partial.rows, partial.table, partial.ok))
                 lo, bad_row = lo + partial.rows, int(match.group(1))  # the row counts from its block
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            _raise_if_nested(exc, layout, nested)
-            _raise_if_mistyped(exc, layout)
+            _raise_if_type_changed(exc, layout, nested)
             table, ok, match = None, None, _ROW.search(str(exc))
             bad_row = int(match.group(1)) if match else None
         if table is not None and table.num_rows == hi - lo:
