@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
+import json
 import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -112,20 +115,42 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+# Ports handed out but perhaps not bound yet, shared by every process of this user on the machine:
+# a stack starts its servers one after the other without waiting, and two test workers start theirs
+# at once, so a port that looks free may already be promised to a server still starting.
+RESERVED_SECONDS = 300.0
+
+
+def _reservations() -> Path:
+    return Path(tempfile.gettempdir()) / f"kafka-iceberg-ports-{os.getuid()}.json"
+
+
 def free_port_block(count: int, *, also_plus: int = 0, low: int = 12000, high: int = 22000) -> list[int]:
     """``count`` consecutive free loopback ports (and each port + ``also_plus``, when given).
 
     The default range sits below Linux's ephemeral range (32768+) even after adding 10000, so
-    client connections cannot grab a port between choosing it and the server binding it.
+    client connections cannot grab a port between choosing it and the server binding it. A chosen
+    block is reserved for ``RESERVED_SECONDS`` (a file under the temporary directory, under a lock):
+    no other call, in this process or another, hands out those ports while their server starts.
     """
     rng = int.from_bytes(os.urandom(2), "big")
     span = high - low - count
-    for attempt in range(200):
-        base = low + (rng + attempt * 7919) % span
-        ports = list(range(base, base + count))
-        wanted = ports + ([p + also_plus for p in ports] if also_plus else [])
-        if all(port_is_free(p) for p in wanted):
-            return ports
+    path = _reservations()
+    with path.with_suffix(".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        try:
+            held = {int(p): until for p, until in json.loads(path.read_text()).items() if until > now}
+        except (OSError, ValueError):
+            held = {}
+        for attempt in range(200):
+            base = low + (rng + attempt * 7919) % span
+            ports = list(range(base, base + count))
+            wanted = ports + ([p + also_plus for p in ports] if also_plus else [])
+            if not held.keys() & set(wanted) and all(port_is_free(p) for p in wanted):
+                held |= dict.fromkeys(wanted, now + RESERVED_SECONDS)
+                path.write_text(json.dumps(held))
+                return ports
     raise RuntimeError(f"no block of {count} free loopback ports between {low} and {high}")
 
 
