@@ -62,3 +62,14 @@ def test_blocks_chosen_at_once_by_several_processes_never_overlap(reservations):
 def test_the_plus_ports_are_reserved_too(reservations):
     processes.free_port_block(2, also_plus=100, low=11200, high=11203)
     assert set(json.loads(reservations.read_text())) == {"11200", "11201", "11300", "11301"}
+
+
+def test_a_stopped_servers_ports_are_held_again_until_it_restarts(reservations, monkeypatch):
+    monkeypatch.setattr(processes, "RESERVED_SECONDS", -1.0)
+    processes.free_port_block(3, low=11300, high=11304)
+    assert processes.reserved_ports() == set()  # its server had its time to bind
+    monkeypatch.setattr(processes, "RESERVED_SECONDS", 300.0)
+    processes.reserve_ports([11300, 11301, 11302])  # ... and was stopped, to start again on them
+    assert processes.reserved_ports() == {11300, 11301, 11302}
+    with pytest.raises(RuntimeError, match="no block of 3"):
+        processes.free_port_block(3, low=11300, high=11304)

